@@ -1,0 +1,129 @@
+package bridge
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Transport names used in ServerSpec.Transport.
+const (
+	TransportStdio = "stdio"
+	TransportHTTP  = "http"
+)
+
+// ServerSpec is one usable tool server, after configuration has been read,
+// validated and its variables substituted. The bridge treats it as immutable.
+// Whoever builds a ServerSpec (the jupyter package, or a test) fills every
+// field that applies to its transport and computes Fingerprint.
+type ServerSpec struct {
+	Name      string // the key of the mcpServers entry
+	Transport string // TransportStdio or TransportHTTP
+
+	// stdio
+	Command string            // resolved absolute path when it could be resolved
+	Args    []string          //
+	Env     map[string]string // the entry's env, added to the bridge's environment
+	Cwd     string            // empty means the bridge's working directory
+
+	// http
+	URL     string
+	Headers map[string]string // sent on every request to URL; values are never shown to pages
+
+	Source      string // "default" or the file that defined the entry
+	Fingerprint string // stable hash over (command, args, env, cwd) or (url, headers)
+
+	// Problems that do not stop the entry from being offered (for example
+	// "uvx not found"); shown by tools:servers beside the entry.
+	Warnings []string
+}
+
+// Problem is a configuration problem a page or an admin can act on.
+type Problem struct {
+	File    string `json:"file,omitempty"`
+	Server  string `json:"server,omitempty"`
+	Key     string `json:"key,omitempty"`
+	Message string `json:"message"`
+}
+
+// SettingsFile describes one configuration file for tools:openSettings.
+type SettingsFile struct {
+	Path     string `json:"path"`
+	Exists   bool   `json:"exists"`
+	Relative string `json:"relative,omitempty"` // relative to the server root when inside it
+	Level    string `json:"level,omitempty"`    // "user", "env", "system", "admin", "file"
+}
+
+// Settings answers tools:openSettings.
+type Settings struct {
+	Files    []SettingsFile `json:"files"`    // the files that define the servers now
+	UserFile *SettingsFile  `json:"userFile"` // the file a person would edit; nil when none applies
+}
+
+// Catalog is the bridge's view of the configuration. The bridge calls it on
+// every tools:servers and tools:connect, so an implementation re-reads (or
+// caches with a freshness check) and never blocks for long.
+type Catalog interface {
+	Snapshot(ctx context.Context) Snapshot
+}
+
+// Snapshot is the configuration as read at one moment.
+type Snapshot struct {
+	Servers  []ServerSpec
+	Problems []Problem
+	Settings Settings
+}
+
+// StaticCatalog is a Catalog that never changes, for tests and --servers files
+// read once.
+type StaticCatalog Snapshot
+
+// Snapshot implements Catalog.
+func (c StaticCatalog) Snapshot(context.Context) Snapshot { return Snapshot(c) }
+
+// CatalogFunc adapts a function to Catalog.
+type CatalogFunc func(ctx context.Context) Snapshot
+
+// Snapshot implements Catalog.
+func (f CatalogFunc) Snapshot(ctx context.Context) Snapshot { return f(ctx) }
+
+// Admission is a Gate's decision to let a socket open.
+type Admission struct {
+	// User names the person, for logs and confirmation receipts. Never a token.
+	User string
+	// Recheck, if non-nil, is called periodically while the socket is open
+	// (every RecheckInterval). A non-nil *Refusal closes the socket with its code.
+	Recheck func(ctx context.Context) *Refusal
+	// RecheckInterval; if zero and Recheck is set, 60s.
+	RecheckInterval time.Duration
+}
+
+// Refusal says why a socket may not open (or must close).
+type Refusal struct {
+	// HTTPStatus, if non-zero, refuses the upgrade with this plain HTTP status
+	// (used for Origin/Host failures on a direct connection). Otherwise the
+	// upgrade is accepted and the socket is closed at once with CloseCode, so
+	// that the reason survives jupyter-server-proxy (which turns an HTTP
+	// refusal into a bare 1006 drop).
+	HTTPStatus int
+	CloseCode  int    // 4401, 4403, 4503, ... see PROTOCOL.md
+	Reason     string // one line a person can act on; never contains a credential
+}
+
+func (r *Refusal) Error() string { return r.Reason }
+
+// Gate decides whether an upgrade request may open a socket. The auth
+// package implements it; the bridge never inspects credentials itself.
+type Gate interface {
+	Admit(ctx context.Context, r *http.Request) (Admission, *Refusal)
+}
+
+// Approvals issues and checks confirmation receipts (see PROTOCOL.md,
+// "Confirmation"). The auth package implements it.
+type Approvals interface {
+	// Issue returns a signed receipt bound to user, server and fingerprint.
+	Issue(user, server, fingerprint string) (string, error)
+	// Check returns nil only if receipt is valid for exactly this user,
+	// server and fingerprint.
+	Check(receipt, user, server, fingerprint string) error
+}
