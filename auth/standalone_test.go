@@ -1,0 +1,110 @@
+package auth
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestStandalone(t *testing.T) {
+	const token = "s3cret-standalone-token"
+	var logs bytes.Buffer
+	g := NewStandalone(StandaloneOptions{
+		Token:        token,
+		AllowOrigins: []string{"http://localhost:5173"},
+		AllowHosts:   []string{"devbox.internal"},
+		User:         "alice",
+		Logger:       slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	cases := []struct {
+		name    string
+		url     string
+		host    string
+		headers map[string]string
+		status  int // refusal HTTP status; 0 with code 0 = admitted
+		code    int
+		reason  string
+	}{
+		{"query token", "/ws?token=" + token, "127.0.0.1:8765", nil, 0, 0, ""},
+		{"token header", "/ws", "localhost:8765", map[string]string{"Authorization": "token " + token}, 0, 0, ""},
+		{"bearer header", "/ws", "[::1]:8765", map[string]string{"Authorization": "Bearer " + token}, 0, 0, ""},
+		{"same origin", "/ws?token=" + token, "127.0.0.1:8765", map[string]string{"Origin": "http://127.0.0.1:8765"}, 0, 0, ""},
+		{"allowed origin", "/ws?token=" + token, "127.0.0.1:8765", map[string]string{"Origin": "http://localhost:5173"}, 0, 0, ""},
+		{"allowed host", "/ws?token=" + token, "devbox.internal:8765", nil, 0, 0, ""},
+		{"no token", "/ws", "127.0.0.1:8765", nil, 0, 4401, "no token"},
+		{"wrong token", "/ws?token=nope", "127.0.0.1:8765", nil, 0, 4401, "wrong token"},
+		{"token prefix", "/ws?token=" + token[:5], "127.0.0.1:8765", nil, 0, 4401, "wrong token"},
+		{"unknown auth scheme", "/ws", "127.0.0.1:8765", map[string]string{"Authorization": "Basic " + token}, 0, 4401, "no token"},
+		{"foreign origin", "/ws?token=" + token, "127.0.0.1:8765", map[string]string{"Origin": "http://evil.example"}, 403, 0, "cross-origin"},
+		{"origin differing in port", "/ws?token=" + token, "127.0.0.1:8765", map[string]string{"Origin": "http://127.0.0.1:9999"}, 403, 0, "cross-origin"},
+		{"null origin", "/ws?token=" + token, "127.0.0.1:8765", map[string]string{"Origin": "null"}, 403, 0, "cross-origin"},
+		{"rebinding host", "/ws?token=" + token, "evil.example:8765", nil, 403, 0, "not served"},
+		{"rebinding host with matching origin", "/ws?token=" + token, "evil.example:8765", map[string]string{"Origin": "http://evil.example:8765"}, 403, 0, "not served"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", tc.url, nil)
+			r.Host = tc.host
+			for k, v := range tc.headers {
+				r.Header.Set(k, v)
+			}
+			adm, ref := g.Admit(context.Background(), r)
+			if tc.status == 0 && tc.code == 0 {
+				if ref != nil {
+					t.Fatalf("refused: %+v", ref)
+				}
+				if adm.User != "alice" {
+					t.Fatalf("user %q", adm.User)
+				}
+				return
+			}
+			if ref == nil {
+				t.Fatal("admitted")
+			}
+			if ref.HTTPStatus != tc.status || ref.CloseCode != tc.code || !strings.Contains(ref.Reason, tc.reason) {
+				t.Fatalf("refusal %+v, want status %d code %d reason ~%q", ref, tc.status, tc.code, tc.reason)
+			}
+			if strings.Contains(ref.Reason, token) {
+				t.Fatal("reason contains the token")
+			}
+		})
+	}
+	if strings.Contains(logs.String(), token) {
+		t.Fatal("the token appears in the log")
+	}
+
+	t.Run("empty token refuses everything", func(t *testing.T) {
+		g := NewStandalone(StandaloneOptions{})
+		r := httptest.NewRequest("GET", "/ws?token=", nil)
+		r.Host = "127.0.0.1:1"
+		r.Header.Set("Authorization", "token ")
+		if _, ref := g.Admit(context.Background(), r); ref == nil || ref.CloseCode != 4401 {
+			t.Fatalf("got %+v", ref)
+		}
+	})
+	t.Run("default user is the OS user", func(t *testing.T) {
+		g := NewStandalone(StandaloneOptions{Token: "x"})
+		r := httptest.NewRequest("GET", "/ws?token=x", nil)
+		r.Host = "localhost"
+		adm, ref := g.Admit(context.Background(), r)
+		if ref != nil || adm.User == "" || adm.User != OSUser() {
+			t.Fatalf("adm %+v ref %+v", adm, ref)
+		}
+	})
+}
+
+func TestNewToken(t *testing.T) {
+	a, err := NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewToken()
+	if len(a) != 64 || a == b {
+		t.Fatalf("tokens %q %q", a, b)
+	}
+	_ = http.StatusOK
+}
