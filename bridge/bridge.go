@@ -1,0 +1,418 @@
+package bridge
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Options configures a Bridge. Every zero value has a documented default.
+type Options struct {
+	Catalog   Catalog   // the configured servers; required
+	Gate      Gate      // who may open a socket; required
+	Approvals Approvals // confirmation receipts; if nil, every connect needs confirmed: true and no receipt is issued
+
+	Logger  *slog.Logger // nil = discard
+	Name    string       // the bridge's name in tools:servers and MCP clientInfo; if empty, "megane-jupyter-bridge"
+	Version string       // if empty, "dev"
+
+	BaseURL string // the Jupyter base URL the bridge is served under; if empty, "/"
+
+	FrameLimit   int64 // largest frame sent to a page; if zero, 8 MiB
+	InboundLimit int64 // largest page message, whole or reassembled; if zero, 64 MiB
+	ResultLimit  int64 // largest tools/call result accepted from a server; if zero, 256 MiB
+
+	MaxCallsPerTab    int // calls in flight per tab; if zero, 16
+	MaxCallsPerServer int // calls in flight per session; if zero, 64
+	OutboundQueue     int // messages queued for one tab; if zero, 256. A tab whose queue is full is closed with 4408.
+
+	PingInterval   time.Duration // if zero, 30s
+	PongTimeout    time.Duration // a socket silent this long is dropped; if zero, 60s
+	WriteTimeout   time.Duration // for one frame; if zero, 30s
+	InitTimeout    time.Duration // for initialize and tools/list; if zero, 10 minutes
+	CallTimeoutMax time.Duration // if zero, 30 minutes
+	IdleGrace      time.Duration // how long a session no tab holds lives on; if zero, 5s; negative, none
+	ChunkTimeout   time.Duration // an inbound chunk sequence must complete within this; if zero, 60s
+
+	ProtocolVersion string // MCP protocol version offered; if empty, "2025-11-25"
+
+	Environ  []string // base environment of stdio servers; if nil, os.Environ()
+	StripEnv []string // variable names never passed to stdio servers (credentials)
+
+	KeeperPath        string        // see StdioOptions.KeeperPath
+	TerminateDuration time.Duration // see StdioOptions
+	KillDuration      time.Duration // see StdioOptions
+
+	HTTPTransport http.RoundTripper // base transport for Streamable HTTP servers; if nil, http.DefaultTransport
+
+	// Page, if non-nil, is served (after the Gate admits the request) at
+	// {base}megane/builder-tools/ and {base}builder-tools/.
+	Page http.Handler
+}
+
+func (o *Options) setDefaults() {
+	def := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if o.Name == "" {
+		o.Name = "megane-jupyter-bridge"
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.BaseURL == "" {
+		o.BaseURL = "/"
+	}
+	if !strings.HasSuffix(o.BaseURL, "/") {
+		o.BaseURL += "/"
+	}
+	if !strings.HasPrefix(o.BaseURL, "/") {
+		o.BaseURL = "/" + o.BaseURL
+	}
+	def(&o.FrameLimit, 8<<20)
+	def(&o.InboundLimit, 64<<20)
+	def(&o.ResultLimit, 256<<20)
+	if o.MaxCallsPerTab == 0 {
+		o.MaxCallsPerTab = 16
+	}
+	if o.MaxCallsPerServer == 0 {
+		o.MaxCallsPerServer = 64
+	}
+	if o.OutboundQueue == 0 {
+		o.OutboundQueue = 256
+	}
+	defD(&o.PingInterval, 30*time.Second)
+	defD(&o.PongTimeout, 60*time.Second)
+	defD(&o.WriteTimeout, 30*time.Second)
+	defD(&o.InitTimeout, 10*time.Minute)
+	defD(&o.CallTimeoutMax, 30*time.Minute)
+	defD(&o.IdleGrace, 5*time.Second)
+	defD(&o.ChunkTimeout, 60*time.Second)
+	if o.ProtocolVersion == "" {
+		o.ProtocolVersion = "2025-11-25"
+	}
+	if o.FrameLimit < 4096 {
+		o.FrameLimit = 4096
+	}
+}
+
+// Bridge serves the page protocol. Create it with New, serve it as an
+// http.Handler, and Close it to stop every tab and session.
+type Bridge struct {
+	opts Options
+	log  *slog.Logger
+
+	ctx    context.Context // cancelled by Close; parent of every session
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // tabs and sessions
+
+	nextID atomic.Uint64 // call tokens and chunk ids
+
+	mu        sync.Mutex
+	closed    bool                // guarded by mu
+	sessions  map[string]*session // guarded by mu; by sessionKey; live (starting or running) sessions
+	tabs      map[*tab]struct{}   // guarded by mu
+	calls     map[string]*call    // guarded by mu; by progress token, for routing progress
+	lastError map[string]string   // guarded by mu; by server name: the last failure, for tools:servers
+
+	upgrader websocket.Upgrader
+}
+
+// New returns a Bridge. It starts nothing until a page connects.
+func New(opts Options) *Bridge {
+	opts.setDefaults()
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Bridge{
+		opts: opts, log: log, ctx: ctx, cancel: cancel,
+		sessions:  map[string]*session{},
+		tabs:      map[*tab]struct{}{},
+		calls:     map[string]*call{},
+		lastError: map[string]string{},
+	}
+	b.upgrader = websocket.Upgrader{
+		ReadBufferSize:  32 << 10,
+		WriteBufferSize: 32 << 10,
+		// The Gate has already judged Origin and Host when Upgrade runs; this
+		// only confirms that the request went through it.
+		CheckOrigin: func(r *http.Request) bool { return admittedFrom(r.Context()) },
+	}
+	return b
+}
+
+type admittedKey struct{}
+
+func admittedFrom(ctx context.Context) bool { v, _ := ctx.Value(admittedKey{}).(bool); return v }
+
+// Paths returns the socket paths the bridge answers (with and without the
+// "megane/" prefix that jupyter-server-proxy strips).
+func (b *Bridge) Paths() (ws []string, page []string) {
+	base := b.opts.BaseURL
+	return []string{base + "megane/builder-tools/ws", base + "builder-tools/ws"},
+		[]string{base + "megane/builder-tools/", base + "builder-tools/"}
+}
+
+// ServeHTTP answers the readiness probe (GET {base} and GET /), the socket,
+// and the status page.
+func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ws, page := b.Paths()
+	path := r.URL.Path
+	switch {
+	case path == ws[0] || path == ws[1]:
+		b.serveSocket(w, r)
+	case b.opts.Page != nil && (strings.HasPrefix(path, page[0]) || strings.HasPrefix(path, page[1])):
+		if _, refusal := b.opts.Gate.Admit(r.Context(), r); refusal != nil {
+			status := refusal.HTTPStatus
+			if status == 0 {
+				status = http.StatusForbidden
+			}
+			http.Error(w, refusal.Reason, status)
+			return
+		}
+		prefix := page[0]
+		if !strings.HasPrefix(path, prefix) {
+			prefix = page[1]
+		}
+		http.StripPrefix(strings.TrimSuffix(prefix, "/"), b.opts.Page).ServeHTTP(w, r)
+	case path == "/" || path == b.opts.BaseURL:
+		// jupyter-server-proxy's readiness probe: any answer, at once, no credentials needed.
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "megane-jupyter-bridge\n")
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (b *Bridge) serveSocket(w http.ResponseWriter, r *http.Request) {
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		http.Error(w, "the bridge is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	if !websocket.IsWebSocketUpgrade(r) {
+		http.Error(w, "this is the Builder Tools WebSocket: connect with a WebSocket client", http.StatusBadRequest)
+		return
+	}
+	adm, refusal := b.opts.Gate.Admit(r.Context(), r)
+	if refusal != nil && refusal.HTTPStatus != 0 {
+		b.log.Info("socket refused", "status", refusal.HTTPStatus, "reason", refusal.Reason, "remote", r.RemoteAddr)
+		http.Error(w, refusal.Reason, refusal.HTTPStatus)
+		return
+	}
+	conn, err := b.upgrader.Upgrade(w, r.WithContext(context.WithValue(r.Context(), admittedKey{}, true)), nil)
+	if err != nil {
+		return // the upgrader has answered
+	}
+	if refusal != nil {
+		b.log.Info("socket refused", "code", refusal.CloseCode, "reason", refusal.Reason, "remote", r.RemoteAddr)
+		msg := websocket.FormatCloseMessage(refusal.CloseCode, truncateReason(refusal.Reason))
+		_ = conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+		// Give the peer a moment to read the close frame before the drop.
+		_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		for {
+			if _, _, err := conn.NextReader(); err != nil {
+				break
+			}
+		}
+		conn.Close()
+		return
+	}
+	t := newTab(b, conn, adm)
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		conn.Close()
+		return
+	}
+	b.tabs[t] = struct{}{}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	defer b.wg.Done()
+	b.log.Info("tab opened", "user", adm.User, "tab", t.id)
+	t.serve()
+	b.mu.Lock()
+	delete(b.tabs, t)
+	b.mu.Unlock()
+	b.log.Info("tab closed", "user", adm.User, "tab", t.id)
+}
+
+// truncateReason keeps a close reason within the 123 bytes a close frame allows.
+func truncateReason(s string) string {
+	s = oneLine(s)
+	if len(s) <= 123 {
+		return s
+	}
+	cut := 120
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// Close closes every tab (1001), answers their calls, stops every session and
+// waits for all of it. It is safe to call more than once.
+func (b *Bridge) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		b.wg.Wait()
+		return nil
+	}
+	b.closed = true
+	tabs := make([]*tab, 0, len(b.tabs))
+	for t := range b.tabs {
+		tabs = append(tabs, t)
+	}
+	b.mu.Unlock()
+	for _, t := range tabs {
+		t.closeWith(CloseGoingAway, "the bridge is shutting down")
+	}
+	b.cancel()
+	b.wg.Wait()
+	return nil
+}
+
+func (b *Bridge) newToken(prefix string) string {
+	return prefix + strconv.FormatUint(b.nextID.Add(1), 10)
+}
+
+// acquire gives t a share of the session for spec, starting it if needed.
+func (b *Bridge) acquire(t *tab, spec ServerSpec) (*session, bool) {
+	key := sessionKey(spec)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, false
+	}
+	s := b.sessions[key]
+	if s == nil {
+		s = newSession(b, spec)
+		ctx, cancel := context.WithCancel(b.ctx)
+		s.cancel = cancel
+		b.sessions[key] = s
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			s.run(ctx)
+		}()
+	}
+	if s.grace != nil {
+		s.grace.Stop()
+		s.grace = nil
+	}
+	s.refs++
+	s.holders[t]++
+	return s, true
+}
+
+// release drops one share of t in s. The last share stops the session, at
+// once if it is still starting, else after the grace period.
+func (b *Bridge) release(t *tab, s *session) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s.holders[t] == 0 {
+		return
+	}
+	s.holders[t]--
+	if s.holders[t] == 0 {
+		delete(s.holders, t)
+	}
+	s.refs--
+	if s.refs > 0 {
+		return
+	}
+	select {
+	case <-s.ready:
+	default:
+		s.stop() // nobody waits for this start any more
+		return
+	}
+	if b.opts.IdleGrace < 0 {
+		s.stop()
+		return
+	}
+	s.grace = time.AfterFunc(b.opts.IdleGrace, func() {
+		b.mu.Lock()
+		idle := s.refs == 0
+		b.mu.Unlock()
+		if idle {
+			s.stop()
+		}
+	})
+}
+
+// sessionEnded is called by run when a session is over. A session that ended
+// on its own tells every tab that held it.
+func (b *Bridge) sessionEnded(s *session, reason string, onItsOwn bool) {
+	b.mu.Lock()
+	if b.sessions[s.key] == s {
+		delete(b.sessions, s.key)
+	}
+	if s.grace != nil {
+		s.grace.Stop()
+		s.grace = nil
+	}
+	if onItsOwn || s.startErr != nil {
+		b.lastError[s.spec.Name] = reason
+	}
+	holders := make([]*tab, 0, len(s.holders))
+	for t := range s.holders {
+		holders = append(holders, t)
+	}
+	b.mu.Unlock()
+	if !onItsOwn {
+		return
+	}
+	for _, t := range holders {
+		t.sessionClosed(s, reason)
+	}
+}
+
+// routeProgress sends a progress notification to the tab whose call carries
+// its token; unknown tokens (late progress after a result) are dropped.
+func (b *Bridge) routeProgress(p *mcp.ProgressNotificationParams) {
+	if p == nil {
+		return
+	}
+	token, _ := p.ProgressToken.(string)
+	b.mu.Lock()
+	c := b.calls[token]
+	b.mu.Unlock()
+	if c == nil {
+		return
+	}
+	c.progress(p.Progress, p.Total, p.Message)
+}
+
+func (b *Bridge) trackCall(c *call) {
+	b.mu.Lock()
+	b.calls[c.token] = c
+	b.mu.Unlock()
+}
+
+func (b *Bridge) untrackCall(c *call) {
+	b.mu.Lock()
+	delete(b.calls, c.token)
+	b.mu.Unlock()
+}

@@ -1,0 +1,155 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+)
+
+// call is one tools:call in flight.
+type call struct {
+	t       *tab
+	s       *session
+	id      json.RawMessage // the page's id, echoed byte for byte
+	token   string          // the bridge's progress token, unique across tabs
+	tool    string
+	args    []byte
+	timeout time.Duration
+
+	ctx    context.Context
+	cancel context.CancelFunc // cancelling sends notifications/cancelled upstream
+
+	once sync.Once // the page gets exactly one answer
+	mu   sync.Mutex
+	over bool // guarded by mu; answered: later progress is dropped
+}
+
+// finish answers the call once: with raw as the result, or with perr.
+func (c *call) finish(raw []byte, perr *protoError) {
+	c.once.Do(func() {
+		c.mu.Lock()
+		c.over = true
+		c.mu.Unlock()
+		if perr != nil {
+			c.t.push(errorReply(typeCall, c.id, perr))
+			return
+		}
+		c.t.push(buildMessage(replyHead{Type: typeCall, ID: c.id, OK: true}, rawField{"result", raw}))
+	})
+}
+
+func (c *call) cancelUpstream() { c.cancel() }
+
+// progress relays one notifications/progress to the call's tab.
+func (c *call) progress(p, total float64, message string) {
+	c.mu.Lock()
+	over := c.over
+	c.mu.Unlock()
+	if over {
+		return
+	}
+	c.t.push(buildMessage(struct {
+		Type     string          `json:"type"`
+		ID       json.RawMessage `json:"id"`
+		Progress float64         `json:"progress"`
+		Total    float64         `json:"total,omitempty"`
+		Message  string          `json:"message,omitempty"`
+	}{typeProgress, c.id, p, total, oneLine(message)}))
+}
+
+func (t *tab) handleCall(m pageMessage) {
+	var req struct {
+		Server    *string         `json:"server"`
+		Tool      *string         `json:"tool"`
+		Arguments json.RawMessage `json:"arguments"`
+		TimeoutMs *float64        `json:"timeoutMs"`
+	}
+	if perr := decodeFields(m.Frame, &req); perr != nil {
+		t.push(errorReply(m.Type, m.ID, perr))
+		return
+	}
+	switch {
+	case req.Server == nil || *req.Server == "":
+		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "tools:call needs \"server\"")))
+		return
+	case req.Tool == nil || *req.Tool == "":
+		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "tools:call needs \"tool\"")))
+		return
+	case len(req.Arguments) > 0 && req.Arguments[0] != '{' && string(req.Arguments) != "null":
+		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "\"arguments\" must be an object")))
+		return
+	case req.TimeoutMs != nil && *req.TimeoutMs <= 0:
+		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "\"timeoutMs\" must be a positive number of milliseconds")))
+		return
+	}
+	args := []byte(req.Arguments)
+	if len(args) == 0 || string(args) == "null" {
+		args = []byte("{}")
+	}
+	t.mu.Lock()
+	s := t.shares[*req.Server]
+	inFlight := 0
+	for _, p := range t.pending {
+		if p.server != nil {
+			inFlight++
+		}
+	}
+	t.mu.Unlock()
+	if s == nil {
+		t.push(errorReply(m.Type, m.ID, errorf(CodeNotConnected, "this tab is not connected to %q: send tools:connect first", *req.Server)))
+		return
+	}
+	l := s.currentListing()
+	info, listed := l.tools[*req.Tool]
+	if !listed {
+		t.push(errorReply(m.Type, m.ID, errorf(CodeUnknownTool, "%s has no tool named %q", *req.Server, *req.Tool)))
+		return
+	}
+	if inFlight >= t.b.opts.MaxCallsPerTab {
+		t.push(errorReply(m.Type, m.ID, errorf(CodeBusy, "this tab already has %d calls in flight; wait for one to finish", inFlight)))
+		return
+	}
+	if n := s.callCount(); n >= t.b.opts.MaxCallsPerServer {
+		t.push(errorReply(m.Type, m.ID, errorf(CodeBusy, "%s already has %d calls in flight; try again shortly", *req.Server, n)))
+		return
+	}
+	timeout := time.Duration(info.expectedSeconds * 5 * float64(time.Second))
+	if timeout < 60*time.Second {
+		timeout = 60 * time.Second
+	}
+	if req.TimeoutMs != nil {
+		timeout = time.Duration(*req.TimeoutMs * float64(time.Millisecond))
+	}
+	if timeout > t.b.opts.CallTimeoutMax {
+		timeout = t.b.opts.CallTimeoutMax
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, timeout)
+	c := &call{t: t, s: s, id: m.ID, token: t.b.newToken("mjb-"), tool: *req.Tool, args: args,
+		timeout: timeout, ctx: ctx, cancel: cancel}
+	p := &pending{server: s, cancel: func(code, message string) {
+		c.finish(nil, errorf(code, "%s", message))
+		cancel()
+	}}
+	if !t.addPending(m, p) {
+		cancel()
+		return
+	}
+	if !s.addCall(c) {
+		t.removePending(m.ID, p)
+		cancel()
+		t.push(errorReply(m.Type, m.ID, errorf(CodeNotConnected, "the session with %s has ended: connect again", *req.Server)))
+		return
+	}
+	t.b.trackCall(c)
+	t.work.Add(1)
+	go func() {
+		defer t.work.Done()
+		defer cancel()
+		defer t.removePending(m.ID, p)
+		defer t.b.untrackCall(c)
+		defer s.removeCall(c)
+		raw, perr := s.callTool(ctx, c)
+		c.finish(raw, perr)
+	}()
+}

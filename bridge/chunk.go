@@ -1,0 +1,267 @@
+package bridge
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Chunking: a message larger than the frame limit travels as tools:chunk
+// frames whose "data" strings concatenate to the message's text. See
+// PROTOCOL.md, "Chunks".
+
+// chunkHeadMax bounds the bytes of a chunk frame outside its data string.
+const chunkHeadMax = 160
+
+// needsEscape[b] is the number of bytes b takes inside a JSON string.
+var escapedLen = func() (t [256]uint8) {
+	for i := range t {
+		t[i] = 1
+	}
+	for i := 0; i < 0x20; i++ {
+		t[i] = 6 // \u00XX
+	}
+	t['\n'], t['\r'], t['\t'], t['\b'], t['\f'] = 2, 2, 2, 2, 2
+	t['"'], t['\\'] = 2, 2
+	return t
+}()
+
+// planChunks returns the end offsets of the pieces of msg such that each
+// piece, escaped as a JSON string, fits in budget bytes, and no piece ends
+// inside a UTF-8 sequence.
+func planChunks(msg []byte, budget int) []int {
+	if budget < 16 {
+		budget = 16
+	}
+	var ends []int
+	used := 0
+	for i := 0; i < len(msg); {
+		c := msg[i]
+		n := 1
+		w := int(escapedLen[c])
+		if c >= utf8.RuneSelf {
+			_, n = utf8.DecodeRune(msg[i:])
+			w = n
+			if n == 1 { // invalid byte: Go's encoder would write \ufffd
+				w = 6
+			}
+		}
+		if used+w > budget && used > 0 {
+			ends = append(ends, i)
+			used = 0
+		}
+		used += w
+		i += n
+	}
+	return append(ends, len(msg))
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendEscaped appends s as the inside of a JSON string.
+func appendEscaped(dst, s []byte) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if escapedLen[c] == 1 {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, n := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += n
+	}
+	return append(dst, s[start:]...)
+}
+
+// chunkFrames calls emit with each frame of msg sent as chunk sequence id.
+// buf is reused between frames; emit must not retain it.
+func chunkFrames(msg []byte, id string, frameLimit int, buf []byte, emit func([]byte) error) error {
+	ends := planChunks(msg, frameLimit-chunkHeadMax)
+	start := 0
+	count := strconv.Itoa(len(ends))
+	size := strconv.Itoa(len(msg))
+	for seq, end := range ends {
+		buf = buf[:0]
+		buf = append(buf, `{"type":"tools:chunk","id":"`...)
+		buf = append(buf, id...)
+		buf = append(buf, `","seq":`...)
+		buf = strconv.AppendInt(buf, int64(seq), 10)
+		buf = append(buf, `,"count":`...)
+		buf = append(buf, count...)
+		buf = append(buf, `,"size":`...)
+		buf = append(buf, size...)
+		buf = append(buf, `,"data":"`...)
+		buf = appendEscaped(buf, msg[start:end])
+		buf = append(buf, `"}`...)
+		if err := emit(buf); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// chunkIn is one page chunk frame.
+type chunkIn struct {
+	ID    json.RawMessage `json:"id"`
+	Seq   *int64          `json:"seq"`
+	Count *int64          `json:"count"`
+	Size  *int64          `json:"size"`
+	Data  *string         `json:"data"`
+}
+
+// reassembler rebuilds page messages sent as chunks. Owned by the tab's read
+// loop: not safe for concurrent use.
+type reassembler struct {
+	limit   int64         // the inbound limit for one message and for all open sequences together
+	maxOpen int           // open sequences at once
+	timeout time.Duration // a sequence not completed in this time is dropped
+	now     func() time.Time
+
+	open    map[string]*sequence // by id key
+	dropped map[string]time.Time // ids of failed sequences whose later chunks are ignored
+	pending int64                // bytes declared by open sequences
+}
+
+type sequence struct {
+	count, size, next int64
+	buf               []byte
+	started           time.Time
+}
+
+func newReassembler(limit int64, maxOpen int, timeout time.Duration) *reassembler {
+	return &reassembler{limit: limit, maxOpen: maxOpen, timeout: timeout, now: time.Now,
+		open: map[string]*sequence{}, dropped: map[string]time.Time{}}
+}
+
+// add takes one chunk frame (already known to be of type tools:chunk with a
+// valid id). It returns the whole message when this chunk completes it. A
+// non-nil error means the sequence was dropped and must be answered once;
+// (nil, nil) with ignore=true means the chunk belongs to an already dropped
+// sequence.
+func (r *reassembler) add(id json.RawMessage, frame []byte) (msg []byte, ignore bool, perr *protoError) {
+	key := idKey(id)
+	if _, gone := r.dropped[key]; gone {
+		return nil, true, nil
+	}
+	var c chunkIn
+	if perr := decodeFields(frame, &c); perr != nil {
+		return nil, false, r.drop(key, perr)
+	}
+	if c.Seq == nil || c.Count == nil || c.Size == nil || c.Data == nil {
+		return nil, false, r.drop(key, errorf(CodeBadRequest, "a chunk needs seq, count, size and data"))
+	}
+	seq := r.open[key]
+	if seq == nil {
+		if *c.Seq != 0 {
+			return nil, false, r.drop(key, errorf(CodeBadRequest, "chunk sequence %s starts at seq %d, not 0", id, *c.Seq))
+		}
+		if *c.Count < 1 || *c.Size < 0 || *c.Count > *c.Size+1 {
+			return nil, false, r.drop(key, errorf(CodeBadRequest, "chunk sequence %s has an impossible count %d for size %d", id, *c.Count, *c.Size))
+		}
+		if *c.Size > r.limit || r.pending+*c.Size > r.limit {
+			e := errorf(CodeTooLargeErr, "message of %d bytes exceeds the inbound limit of %d bytes", *c.Size, r.limit)
+			e.Limit, e.Size = r.limit, *c.Size
+			return nil, false, r.drop(key, e)
+		}
+		if len(r.open) >= r.maxOpen {
+			return nil, false, r.drop(key, errorf(CodeBadRequest, "at most %d chunk sequences may be open at once", r.maxOpen))
+		}
+		seq = &sequence{count: *c.Count, size: *c.Size, started: r.now()}
+		seq.buf = make([]byte, 0, *c.Size)
+		r.open[key] = seq
+		r.pending += seq.size
+	}
+	switch {
+	case *c.Seq != seq.next:
+		return nil, false, r.drop(key, errorf(CodeBadRequest, "chunk sequence %s: got seq %d, expected %d", id, *c.Seq, seq.next))
+	case *c.Count != seq.count || *c.Size != seq.size:
+		return nil, false, r.drop(key, errorf(CodeBadRequest, "chunk sequence %s: count or size changed", id))
+	case int64(len(seq.buf)+len(*c.Data)) > seq.size:
+		return nil, false, r.drop(key, errorf(CodeBadRequest, "chunk sequence %s: more data than its size %d", id, seq.size))
+	}
+	seq.buf = append(seq.buf, *c.Data...)
+	seq.next++
+	if seq.next < seq.count {
+		return nil, false, nil
+	}
+	r.close(key)
+	if int64(len(seq.buf)) != seq.size {
+		return nil, false, r.drop(key, errorf(CodeBadRequest, "chunk sequence %s: %d bytes received, size says %d", id, len(seq.buf), seq.size))
+	}
+	return seq.buf, false, nil
+}
+
+func (r *reassembler) close(key string) {
+	if seq := r.open[key]; seq != nil {
+		r.pending -= seq.size
+		delete(r.open, key)
+	}
+}
+
+func (r *reassembler) drop(key string, perr *protoError) *protoError {
+	r.close(key)
+	if len(r.dropped) >= 64 { // bounded: forget the oldest
+		var oldest string
+		var t time.Time
+		for k, v := range r.dropped {
+			if oldest == "" || v.Before(t) {
+				oldest, t = k, v
+			}
+		}
+		delete(r.dropped, oldest)
+	}
+	r.dropped[key] = r.now()
+	return perr
+}
+
+// expire drops sequences older than the timeout and returns their ids.
+func (r *reassembler) expire() []string {
+	var ids []string
+	now := r.now()
+	for key, seq := range r.open {
+		if now.Sub(seq.started) > r.timeout {
+			ids = append(ids, key)
+			r.drop(key, nil)
+		}
+	}
+	for key, t := range r.dropped {
+		if now.Sub(t) > 2*r.timeout {
+			delete(r.dropped, key)
+		}
+	}
+	return ids
+}
+
+func (s *sequence) String() string { return fmt.Sprintf("%d/%d", s.next, s.count) }

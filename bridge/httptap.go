@@ -1,0 +1,224 @@
+package bridge
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"sync"
+)
+
+// tapRoundTripper is the HTTP transport under go-sdk's Streamable HTTP
+// client for one server. It sets the entry's headers (and nothing else of
+// the bridge's or the page's), and runs the raw tap over JSON and
+// text/event-stream response bodies. The session headers go-sdk manages
+// (Mcp-Session-Id, MCP-Protocol-Version) pass through untouched.
+type tapRoundTripper struct {
+	base    http.RoundTripper
+	headers map[string]string
+	tap     *tap
+	limit   int64 // the result limit: larger messages fail their call with CodeTooLarge
+}
+
+func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range rt.headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Del("Cookie")
+	var reqID json.RawMessage
+	if req.Method == http.MethodPost && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		var m struct {
+			ID     rawRef `json:"id"`
+			Method string `json:"method"`
+			Params rawRef `json:"params"`
+		}
+		if json.Unmarshal(body, &m) == nil && m.ID != nil {
+			reqID = bytes.Clone(m.ID)
+			rt.tap.outgoingCall(m.Method, rawIDKey(m.ID), json.RawMessage(m.Params))
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		req.ContentLength = int64(len(body))
+	}
+	resp, err := rt.base.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch ct {
+	case "application/json":
+		body, err := io.ReadAll(io.LimitReader(resp.Body, rt.limit+1))
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(body)) > rt.limit {
+			body = tooLargeResponse(reqID, -1, rt.limit)
+		} else {
+			body = rt.tap.incoming(body)
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	case "text/event-stream":
+		resp.Body = newSSETap(resp.Body, rt.tap, rt.limit, reqID)
+		resp.ContentLength = -1
+		resp.Header.Del("Content-Length")
+	}
+	return resp, nil
+}
+
+// tooLargeResponse is the JSON-RPC error the bridge substitutes for a
+// message over the limit (the same one the stdio transport synthesizes).
+func tooLargeResponse(id json.RawMessage, size, limit int64) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	msg := fmt.Sprintf("result exceeds the limit of %d bytes", limit)
+	if size >= 0 {
+		msg = fmt.Sprintf("result of %d bytes exceeds the limit of %d bytes", size, limit)
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   rpcError        `json:"error"`
+	}{"2.0", id, rpcError{Code: CodeTooLarge, Message: msg,
+		Data: json.RawMessage(fmt.Sprintf(`{"size":%d,"limit":%d}`, size, limit))}})
+	return b
+}
+
+// sseTap rewrites a text/event-stream body event by event: the data of each
+// event goes through the tap. One reader (go-sdk's) at a time.
+type sseTap struct {
+	src   io.ReadCloser
+	r     *bufio.Reader
+	tap   *tap
+	limit int64
+	reqID json.RawMessage
+
+	mu  sync.Mutex
+	out bytes.Buffer // rewritten bytes not yet read
+	err error        // sticky
+}
+
+func newSSETap(src io.ReadCloser, t *tap, limit int64, reqID json.RawMessage) *sseTap {
+	return &sseTap{src: src, r: bufio.NewReaderSize(src, 64<<10), tap: t, limit: limit, reqID: reqID}
+}
+
+func (s *sseTap) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.out.Len() == 0 {
+		if s.err != nil {
+			return 0, s.err
+		}
+		s.err = s.nextEvent()
+	}
+	return s.out.Read(p)
+}
+
+func (s *sseTap) Close() error { return s.src.Close() }
+
+// nextEvent reads one event (up to a blank line) and writes its rewritten
+// form to out.
+func (s *sseTap) nextEvent() error {
+	var data []byte
+	var fields [][]byte
+	hasData, over := false, false
+	var size int64
+	for {
+		line, err := readLine(s.r, s.limit-size+1)
+		if err == errLineTooLong {
+			over = true
+			size += int64(len(line))
+			continue
+		}
+		if err != nil && len(line) == 0 {
+			if hasData || len(fields) > 0 {
+				s.flush(fields, data, hasData, over, size)
+			}
+			return err
+		}
+		if len(line) == 0 { // end of event
+			s.flush(fields, data, hasData, over, size)
+			return nil
+		}
+		if bytes.HasPrefix(line, []byte("data:")) {
+			v := bytes.TrimPrefix(line[5:], []byte(" "))
+			size += int64(len(v))
+			if size > s.limit {
+				over = true
+				data = nil
+				continue
+			}
+			if hasData {
+				data = append(data, '\n')
+			}
+			data = append(data, v...)
+			hasData = true
+			continue
+		}
+		fields = append(fields, bytes.Clone(line))
+	}
+}
+
+func (s *sseTap) flush(fields [][]byte, data []byte, hasData, over bool, size int64) {
+	for _, f := range fields {
+		s.out.Write(f)
+		s.out.WriteByte('\n')
+	}
+	if over {
+		data = tooLargeResponse(s.reqID, size, s.limit)
+		hasData = true
+	} else if hasData {
+		data = s.tap.incoming(data)
+	}
+	if hasData {
+		s.out.WriteString("data: ")
+		s.out.Write(data)
+		s.out.WriteByte('\n')
+	}
+	s.out.WriteByte('\n')
+}
+
+var errLineTooLong = fmt.Errorf("line too long")
+
+// readLine reads one line without its end (\n, \r\n or \r is not handled:
+// the event-stream servers here end lines with \n or \r\n). A line longer
+// than max is consumed and reported as errLineTooLong with its first bytes
+// dropped.
+func readLine(r *bufio.Reader, max int64) ([]byte, error) {
+	var line []byte
+	var n int64
+	for {
+		frag, err := r.ReadSlice('\n')
+		n += int64(len(frag))
+		if n <= max {
+			line = append(line, frag...)
+		} else {
+			line = nil
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if n > max {
+			if err != nil {
+				return nil, err
+			}
+			return nil, errLineTooLong
+		}
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		return line, err
+	}
+}

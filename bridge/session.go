@@ -1,0 +1,547 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Session states, reported by tools:servers.
+const (
+	stateStopped   = "stopped"
+	stateStarting  = "starting"
+	stateConnected = "connected"
+	stateFailed    = "failed"
+)
+
+// session is one MCP session with one server definition (name and
+// fingerprint), shared by every tab that connected it. It is created by
+// Bridge.acquire and ended by stop or by the server.
+type session struct {
+	b    *Bridge
+	spec ServerSpec
+	key  string
+	tap  *tap
+
+	ready chan struct{} // closed by run when the start finished (ok or not)
+	done  chan struct{} // closed by run when the session has ended and its process is gone
+
+	// Set by run before ready is closed; read-only afterwards.
+	startErr        error
+	cs              *mcp.ClientSession
+	serverInfo      json.RawMessage
+	protocolVersion string
+
+	stopOnce sync.Once
+	cancel   context.CancelFunc // stops run; set at creation
+
+	mu       sync.Mutex
+	listing  *listing                          // guarded by mu; nil until started
+	watchers map[int]func(line string)         // guarded by mu; connects waiting for the start
+	calls    map[string]*call                  // guarded by mu; by progress token
+	stderr   []string                          // guarded by mu; the latest stderr lines (bounded)
+	nextW    int                               // guarded by mu
+	ended    bool                              // guarded by mu; no more calls accepted
+	relist   chan struct{}                     // buffered(1): list_changed signals; owned by run
+	holders  map[*tab]int                      // guarded by b.mu, not s.mu
+	refs     int                               // guarded by b.mu
+	grace    *time.Timer                       // guarded by b.mu
+}
+
+// listing is a server's tools/list, every page, kept raw.
+type listing struct {
+	raw   []byte              // the JSON array of tools exactly as sent
+	tools map[string]toolInfo // by name
+}
+
+type toolInfo struct {
+	expectedSeconds float64
+}
+
+func newSession(b *Bridge, spec ServerSpec) *session {
+	return &session{
+		b:        b,
+		spec:     spec,
+		key:      sessionKey(spec),
+		tap:      newTap(),
+		ready:    make(chan struct{}),
+		done:     make(chan struct{}),
+		watchers: map[int]func(string){},
+		calls:    map[string]*call{},
+		holders:  map[*tab]int{},
+		relist:   make(chan struct{}, 1),
+	}
+}
+
+func sessionKey(spec ServerSpec) string { return spec.Name + "\x00" + spec.Fingerprint }
+
+// state reports the session's state for tools:servers.
+func (s *session) state() string {
+	select {
+	case <-s.ready:
+	default:
+		return stateStarting
+	}
+	if s.startErr != nil {
+		return stateFailed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return stateStopped
+	}
+	return stateConnected
+}
+
+// watch registers fn to receive stderr lines while the session starts.
+func (s *session) watch(fn func(string)) (unwatch func()) {
+	s.mu.Lock()
+	id := s.nextW
+	s.nextW++
+	s.watchers[id] = fn
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.watchers, id)
+		s.mu.Unlock()
+	}
+}
+
+func (s *session) onStderr(line string) {
+	s.mu.Lock()
+	if len(s.stderr) >= 20 {
+		copy(s.stderr, s.stderr[1:])
+		s.stderr = s.stderr[:19]
+	}
+	s.stderr = append(s.stderr, line)
+	fns := make([]func(string), 0, len(s.watchers))
+	for _, fn := range s.watchers {
+		fns = append(fns, fn)
+	}
+	s.mu.Unlock()
+	for _, fn := range fns {
+		fn(line)
+	}
+}
+
+func (s *session) lastStderr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.stderr) - 1; i >= 0; i-- {
+		if strings.TrimSpace(s.stderr[i]) != "" {
+			return s.stderr[i]
+		}
+	}
+	return ""
+}
+
+// stop ends the session; run answers its calls and stops the process.
+func (s *session) stop() { s.stopOnce.Do(s.cancel) }
+
+// run owns the session: it starts the server, lists its tools, waits for
+// the end, and stops everything. Started by Bridge.acquire.
+func (s *session) run(ctx context.Context) {
+	defer close(s.done)
+	log := s.b.log.With("server", s.spec.Name)
+	started := time.Now()
+	conn, err := s.start(ctx)
+	if err == nil {
+		err = s.refreshListing(ctx)
+	}
+	if err != nil {
+		if conn != nil {
+			conn.close()
+		}
+		if ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
+			err = errStopped
+		}
+		s.startErr = s.describe(err)
+		s.mu.Lock()
+		s.ended = true
+		s.mu.Unlock()
+		close(s.ready)
+		log.Warn("server failed to start", "error", s.startErr.Error(), "elapsed", time.Since(started).Round(time.Millisecond))
+		s.b.sessionEnded(s, s.startErr.Error(), false)
+		return
+	}
+	log.Info("server connected", "elapsed", time.Since(started).Round(time.Millisecond))
+	close(s.ready)
+
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- s.cs.Wait() }()
+	var reason string
+	onItsOwn := false
+loop:
+	for {
+		select {
+		case <-s.relist:
+			if err := s.refreshListing(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("tools/list after list_changed failed", "error", err)
+			}
+		case err := <-waitErr:
+			onItsOwn = true
+			reason = s.describe(err).Error()
+			break loop
+		case <-ctx.Done():
+			reason = "stopped"
+			break loop
+		}
+	}
+	s.mu.Lock()
+	s.ended = true
+	calls := make([]*call, 0, len(s.calls))
+	for _, c := range s.calls {
+		calls = append(calls, c)
+	}
+	s.mu.Unlock()
+	for _, c := range calls {
+		c.finish(nil, errorf(CodeServerFailed, "%s", reason))
+	}
+	if onItsOwn {
+		log.Warn("server session ended", "reason", reason)
+	}
+	// Cancel what is in flight before Close: ClientSession.Close waits for them.
+	for _, c := range calls {
+		c.cancelUpstream()
+	}
+	conn.close()
+	if !onItsOwn {
+		<-waitErr
+	}
+	s.b.sessionEnded(s, reason, onItsOwn)
+}
+
+var errStopped = errors.New("stopped before it was ready")
+
+// describe turns a session error into one line for the person, with the
+// server's name and its last stderr line.
+func (s *session) describe(err error) error {
+	if err == nil {
+		return fmt.Errorf("%s closed the connection", s.spec.Name)
+	}
+	var exit *ExitError
+	if errors.As(err, &exit) {
+		return exit
+	}
+	msg := err.Error()
+	if errors.Is(err, context.DeadlineExceeded) {
+		msg = fmt.Sprintf("%s did not answer initialize within %s", s.spec.Name, s.b.opts.InitTimeout)
+	} else if !strings.Contains(msg, s.spec.Name) {
+		msg = s.spec.Name + ": " + msg
+	}
+	if line := s.lastStderr(); line != "" && !strings.Contains(msg, line) {
+		msg += ": " + line
+	}
+	return errors.New(oneLine(msg))
+}
+
+// startedConn is what start leaves to close.
+type startedConn struct {
+	cs    *mcp.ClientSession
+	rec   *recordingTransport
+	stdio *StdioTransport
+}
+
+func (c *startedConn) close() {
+	if c.cs != nil {
+		_ = c.cs.Close()
+	}
+	if c.rec != nil {
+		c.rec.close()
+	}
+}
+
+// recordingTransport remembers the connection its inner transport made, so
+// the bridge can close it even when go-sdk's Connect fails half way.
+type recordingTransport struct {
+	inner mcp.Transport
+	mu    sync.Mutex
+	conn  mcp.Connection // guarded by mu
+}
+
+func (r *recordingTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := r.inner.Connect(ctx)
+	r.mu.Lock()
+	r.conn = c
+	r.mu.Unlock()
+	return c, err
+}
+
+func (r *recordingTransport) close() {
+	r.mu.Lock()
+	c := r.conn
+	r.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+}
+
+func (s *session) start(ctx context.Context) (*startedConn, error) {
+	var inner mcp.Transport
+	sc := &startedConn{}
+	switch s.spec.Transport {
+	case TransportStdio:
+		st := NewStdioTransport(StdioOptions{
+			Name:              s.spec.Name,
+			Command:           s.spec.Command,
+			Args:              s.spec.Args,
+			Env:               s.b.childEnv(s.spec.Env),
+			Dir:               s.spec.Cwd,
+			MaxMessageBytes:   s.b.opts.ResultLimit,
+			OnStderrLine:      s.onStderr,
+			FilterIncoming:    s.tap.incoming,
+			OnOutgoing:        s.tap.outgoing,
+			TerminateDuration: s.b.opts.TerminateDuration,
+			KillDuration:      s.b.opts.KillDuration,
+			KeeperPath:        s.b.opts.KeeperPath,
+			Logger:            s.b.log.With("server", s.spec.Name),
+		})
+		sc.stdio = st
+		inner = st
+	case TransportHTTP:
+		u, err := url.Parse(s.spec.URL)
+		if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname()))) {
+			return nil, fmt.Errorf("%s: url must use https unless the host is loopback", s.spec.Name)
+		}
+		inner = &mcp.StreamableClientTransport{
+			Endpoint:   s.spec.URL,
+			HTTPClient: s.b.httpClientFor(s.spec, s.tap),
+			MaxRetries: -1,
+		}
+	default:
+		return nil, fmt.Errorf("%s: unknown transport %q", s.spec.Name, s.spec.Transport)
+	}
+	sc.rec = &recordingTransport{inner: inner}
+	client := mcp.NewClient(&mcp.Implementation{Name: s.b.opts.Name, Version: s.b.opts.Version}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			s.b.routeProgress(req.Params)
+		},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case s.relist <- struct{}{}:
+			default: // a refresh is already pending
+			}
+		},
+		Logger: s.b.log.With("server", s.spec.Name, "component", "go-sdk"),
+	})
+	initCtx, cancel := context.WithTimeout(ctx, s.b.opts.InitTimeout)
+	defer cancel()
+	cs, err := client.Connect(initCtx, sc.rec, &mcp.ClientSessionOptions{ProtocolVersion: s.b.opts.ProtocolVersion})
+	if err != nil {
+		return sc, err
+	}
+	sc.cs = cs
+	s.cs = cs
+	res := cs.InitializeResult()
+	if res != nil {
+		s.protocolVersion = res.ProtocolVersion
+		if res.ServerInfo != nil {
+			s.serverInfo, _ = json.Marshal(struct {
+				Name    string `json:"name"`
+				Title   string `json:"title,omitempty"`
+				Version string `json:"version"`
+			}{res.ServerInfo.Name, res.ServerInfo.Title, res.ServerInfo.Version})
+		}
+	}
+	if s.serverInfo == nil {
+		s.serverInfo = []byte(`{"name":"","version":""}`)
+	}
+	return sc, nil
+}
+
+// refreshListing fetches every page of tools/list, raw, and replaces the
+// listing. Called by run only (listing is serialized).
+func (s *session) refreshListing(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.b.opts.InitTimeout)
+	defer cancel()
+	var tools []json.RawMessage
+	cursor := ""
+	for page := 0; ; page++ {
+		if page >= 1000 {
+			return fmt.Errorf("%s: tools/list did not end after 1000 pages", s.spec.Name)
+		}
+		slot := &rawSlot{list: true}
+		s.tap.expectList(slot)
+		params := &mcp.ListToolsParams{}
+		if cursor != "" {
+			params.Cursor = cursor
+		}
+		_, err := s.cs.ListTools(ctx, params)
+		raw, rpcErr, got := slot.get()
+		if rpcErr != nil {
+			return fmt.Errorf("%s: tools/list failed: %s", s.spec.Name, rpcErr.Message)
+		}
+		if err != nil && !got {
+			return fmt.Errorf("tools/list: %w", err)
+		}
+		var pageBody struct {
+			Tools      []json.RawMessage `json:"tools"`
+			NextCursor *string           `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(raw, &pageBody); err != nil {
+			return fmt.Errorf("%s: tools/list result is malformed: %v", s.spec.Name, err)
+		}
+		tools = append(tools, pageBody.Tools...)
+		if pageBody.NextCursor == nil || *pageBody.NextCursor == "" {
+			break
+		}
+		cursor = *pageBody.NextCursor
+	}
+	l := &listing{tools: make(map[string]toolInfo, len(tools))}
+	size := 2
+	for _, t := range tools {
+		size += len(t) + 1
+	}
+	l.raw = make([]byte, 0, size)
+	l.raw = append(l.raw, '[')
+	for i, t := range tools {
+		if i > 0 {
+			l.raw = append(l.raw, ',')
+		}
+		l.raw = append(l.raw, t...)
+		var info struct {
+			Name string `json:"name"`
+			Meta struct {
+				Builder struct {
+					ExpectedSeconds float64 `json:"expectedSeconds"`
+				} `json:"io.github.megane-labs/builder"`
+			} `json:"_meta"`
+		}
+		if json.Unmarshal(t, &info) == nil && info.Name != "" {
+			l.tools[info.Name] = toolInfo{expectedSeconds: info.Meta.Builder.ExpectedSeconds}
+		}
+	}
+	l.raw = append(l.raw, ']')
+	s.mu.Lock()
+	s.listing = l
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *session) currentListing() *listing {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listing
+}
+
+// addCall registers c; false if the session has ended.
+func (s *session) addCall(c *call) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return false
+	}
+	s.calls[c.token] = c
+	return true
+}
+
+func (s *session) removeCall(c *call) {
+	s.mu.Lock()
+	delete(s.calls, c.token)
+	s.mu.Unlock()
+	s.tap.forget(c.token)
+}
+
+func (s *session) callCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls)
+}
+
+// callTool runs one tools/call upstream and returns its raw result.
+func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
+	slot := &rawSlot{}
+	s.tap.expectCall(c.token, slot)
+	params := &mcp.CallToolParams{Name: c.tool, Arguments: json.RawMessage(c.args)}
+	params.SetProgressToken(c.token)
+	_, err := s.cs.CallTool(ctx, params)
+	raw, rpcErr, got := slot.get()
+	switch {
+	case rpcErr != nil && rpcErr.Code == CodeTooLarge:
+		e := errorf(CodeTooLargeErr, "%s: the result is larger than the bridge's limit of %d bytes", s.spec.Name, s.b.opts.ResultLimit)
+		var d struct{ Size, Limit int64 }
+		if json.Unmarshal(rpcErr.Data, &d) == nil {
+			e.Size, e.Limit = d.Size, d.Limit
+			if d.Size > 0 {
+				e.Message = oneLine(fmt.Sprintf("%s: the result of %d bytes is larger than the bridge's limit of %d bytes", s.spec.Name, d.Size, s.b.opts.ResultLimit))
+			}
+		}
+		if e.Limit == 0 {
+			e.Limit = s.b.opts.ResultLimit
+		}
+		return nil, e
+	case rpcErr != nil:
+		return nil, errorf(CodeServerFailed, "%s: %s (JSON-RPC error %d)", s.spec.Name, rpcErr.Message, rpcErr.Code)
+	case got:
+		return raw, nil
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return nil, errorf(CodeTimeout, "%s: %s did not finish within %s", s.spec.Name, c.tool, c.timeout)
+	case ctx.Err() != nil:
+		return nil, errorf(CodeCancelled, "the call was cancelled")
+	case err != nil:
+		return nil, errorf(CodeServerFailed, "%s", s.describe(err).Error())
+	}
+	return nil, errorf(CodeServerFailed, "%s: no result", s.spec.Name)
+}
+
+// childEnv is the environment of a stdio server: the bridge's own, less the
+// credentials it must never pass on, plus the entry's env.
+func (b *Bridge) childEnv(extra map[string]string) []string {
+	base := b.opts.Environ
+	if base == nil {
+		base = os.Environ()
+	}
+	strip := make(map[string]bool, len(b.opts.StripEnv))
+	for _, k := range b.opts.StripEnv {
+		strip[k] = true
+	}
+	env := make([]string, 0, len(base)+len(extra))
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if strip[k] || strings.HasPrefix(k, "MEGANE_BRIDGE_KEEPER") {
+			continue
+		}
+		if _, over := extra[k]; over {
+			continue
+		}
+		env = append(env, kv)
+	}
+	for k, v := range extra {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// httpClientFor returns the HTTP client for one Streamable HTTP server: the
+// entry's headers on every request, nothing of the page's request, no
+// cookies, no redirects, and the raw tap on response bodies.
+func (b *Bridge) httpClientFor(spec ServerSpec, t *tap) *http.Client {
+	base := b.opts.HTTPTransport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &http.Client{
+		Transport: &tapRoundTripper{base: base, headers: spec.Headers, tap: t, limit: b.opts.ResultLimit},
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return fmt.Errorf("%s: the server answered with a redirect, which the bridge does not follow", spec.Name)
+		},
+	}
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,645 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// tab is one page's socket. serve runs its read loop on the calling
+// goroutine, its write loop on another, and one goroutine per connect or
+// call in flight; it returns when all of them are done.
+type tab struct {
+	b    *Bridge
+	conn *websocket.Conn
+	adm  Admission
+	id   string
+
+	ctx    context.Context // cancelled when the tab closes
+	cancel context.CancelFunc
+
+	out  chan []byte   // bounded (Options.OutboundQueue); written by anyone via push, drained by writeLoop
+	done chan struct{} // closed by closeWith, once
+
+	closeOnce sync.Once
+	closeCode int    // set by closeWith before done is closed
+	closeText string // likewise
+
+	work sync.WaitGroup // connects and calls in flight
+
+	mu      sync.Mutex
+	shares  map[string]*session // guarded by mu; by server name
+	pending map[string]*pending // guarded by mu; connects and calls in flight, by id key
+}
+
+// pending is a connect or a call in flight.
+type pending struct {
+	cancel func(code, message string) // answers the request and stops it
+	server *session                   // the session a call runs on; nil for a connect
+}
+
+func newTab(b *Bridge, conn *websocket.Conn, adm Admission) *tab {
+	ctx, cancel := context.WithCancel(b.ctx)
+	return &tab{
+		b: b, conn: conn, adm: adm, id: b.newToken("t"),
+		ctx: ctx, cancel: cancel,
+		out:     make(chan []byte, b.opts.OutboundQueue),
+		done:    make(chan struct{}),
+		shares:  map[string]*session{},
+		pending: map[string]*pending{},
+	}
+}
+
+// push queues one message for the page without blocking. A page whose queue
+// is full is not keeping up: it is closed with 4408 rather than fed a partial
+// stream.
+func (t *tab) push(msg []byte) {
+	select {
+	case <-t.done:
+		return
+	default:
+	}
+	select {
+	case t.out <- msg:
+	default:
+		t.b.log.Warn("tab not reading: closing it", "tab", t.id, "queue", cap(t.out))
+		t.closeWith(CloseSlowReader, "the page is not reading its messages")
+	}
+}
+
+// closeWith starts closing the tab with a close frame.
+func (t *tab) closeWith(code int, reason string) {
+	t.closeOnce.Do(func() {
+		t.closeCode, t.closeText = code, reason
+		close(t.done)
+	})
+}
+
+func (t *tab) serve() {
+	var loops sync.WaitGroup
+	loops.Add(1)
+	go func() {
+		defer loops.Done()
+		t.writeLoop()
+	}()
+	if t.adm.Recheck != nil {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			t.recheckLoop()
+		}()
+	}
+	t.readLoop()
+	t.closeWith(CloseNormal, "")
+	t.cancel()
+	// Answer and stop everything in flight, then release every share.
+	t.mu.Lock()
+	pend := make([]*pending, 0, len(t.pending))
+	for _, p := range t.pending {
+		pend = append(pend, p)
+	}
+	shares := t.shares
+	t.shares = map[string]*session{}
+	t.mu.Unlock()
+	for _, p := range pend {
+		p.cancel(CodeCancelled, "the page closed")
+	}
+	t.work.Wait()
+	for _, s := range shares {
+		t.b.release(t, s)
+	}
+	loops.Wait()
+	t.conn.Close()
+}
+
+func (t *tab) recheckLoop() {
+	every := t.adm.RecheckInterval
+	if every <= 0 {
+		every = 60 * time.Second
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-tick.C:
+			if r := t.adm.Recheck(t.ctx); r != nil {
+				code := r.CloseCode
+				if code == 0 {
+					code = CloseForbidden
+				}
+				t.b.log.Info("tab lost access", "tab", t.id, "user", t.adm.User, "code", code)
+				t.closeWith(code, r.Reason)
+				return
+			}
+		}
+	}
+}
+
+// writeLoop owns every write to the socket.
+func (t *tab) writeLoop() {
+	ping := time.NewTicker(t.b.opts.PingInterval)
+	defer ping.Stop()
+	buf := make([]byte, 0, 64<<10)
+	frameLimit := int(t.b.opts.FrameLimit)
+	writeFrame := func(p []byte) error {
+		_ = t.conn.SetWriteDeadline(time.Now().Add(t.b.opts.WriteTimeout))
+		return t.conn.WriteMessage(websocket.TextMessage, p)
+	}
+	for {
+		select {
+		case msg := <-t.out:
+			var err error
+			if len(msg) <= frameLimit {
+				err = writeFrame(msg)
+			} else {
+				err = chunkFrames(msg, t.b.newToken("b"), frameLimit, buf, writeFrame)
+			}
+			if err != nil {
+				t.closeWith(CloseNormal, "")
+				t.conn.Close() // unblocks the read loop
+				return
+			}
+		case <-ping.C:
+			_ = t.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(t.b.opts.WriteTimeout))
+		case <-t.done:
+			if t.closeCode != CloseNormal || t.closeText != "" {
+				msg := websocket.FormatCloseMessage(t.closeCode, truncateReason(t.closeText))
+				_ = t.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+			} else {
+				_ = t.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(CloseNormal, ""), time.Now().Add(time.Second))
+			}
+			// Let the read loop see the peer's close frame, but not forever.
+			_ = t.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+			return
+		}
+	}
+}
+
+// readLoop owns every read from the socket and dispatches each message.
+func (t *tab) readLoop() {
+	c := t.conn
+	c.SetReadLimit(t.b.opts.InboundLimit)
+	deadline := func() { _ = c.SetReadDeadline(time.Now().Add(t.b.opts.PongTimeout)) }
+	deadline()
+	c.SetPongHandler(func(string) error { deadline(); return nil })
+	re := newReassembler(t.b.opts.InboundLimit, 4, t.b.opts.ChunkTimeout)
+	lastExpire := time.Now()
+	for {
+		typ, r, err := c.NextReader()
+		if err != nil {
+			if errors.Is(err, websocket.ErrReadLimit) {
+				t.closeWith(CloseTooBig, "a frame exceeded the inbound limit; send large messages as tools:chunk frames")
+			}
+			return
+		}
+		deadline()
+		if typ == websocket.BinaryMessage {
+			t.closeWith(CloseBinary, "binary frames are not supported: send text frames of JSON")
+			return
+		}
+		frame, err := io.ReadAll(r)
+		if err != nil {
+			if errors.Is(err, websocket.ErrReadLimit) {
+				t.closeWith(CloseTooBig, "a frame exceeded the inbound limit; send large messages as tools:chunk frames")
+			}
+			return
+		}
+		if time.Since(lastExpire) > time.Second {
+			lastExpire = time.Now()
+			for _, id := range re.expire() {
+				t.push(errorReply(typeChunk, json.RawMessage(id), errorf(CodeBadRequest, "chunk sequence %s was not completed in time", id)))
+			}
+		}
+		msg, perr := decodeEnvelope(frame)
+		if perr != nil {
+			t.push(errorReply(msg.Type, msg.ID, perr))
+			continue
+		}
+		if msg.Type == typeChunk {
+			whole, ignore, perr := re.add(msg.ID, frame)
+			switch {
+			case ignore:
+				continue
+			case perr != nil:
+				t.push(errorReply(typeChunk, msg.ID, perr))
+				continue
+			case whole == nil:
+				continue
+			}
+			inner, perr := decodeEnvelope(whole)
+			if perr == nil && inner.Type == typeChunk {
+				perr = errorf(CodeBadRequest, "a chunk sequence cannot carry another tools:chunk")
+			}
+			if perr != nil {
+				t.push(errorReply(inner.Type, inner.ID, perr))
+				continue
+			}
+			msg = inner
+		}
+		t.dispatch(msg)
+	}
+}
+
+// dispatch acts on one whole page message. Only the six request types are
+// ever acted on.
+func (t *tab) dispatch(m pageMessage) {
+	switch m.Type {
+	case typeServers:
+		t.push(t.serversReply(m))
+	case typeConnect:
+		t.handleConnect(m)
+	case typeCall:
+		t.handleCall(m)
+	case typeCancel:
+		t.handleCancel(m)
+	case typeDisconnect:
+		t.handleDisconnect(m)
+	case typeOpenSettings:
+		snap := t.b.opts.Catalog.Snapshot(t.ctx)
+		settings := snap.Settings
+		if settings.Files == nil {
+			settings.Files = []SettingsFile{}
+		}
+		t.push(buildMessage(struct {
+			replyHead
+			Settings
+		}{replyHead{Type: m.Type, ID: m.ID, OK: true}, settings}))
+	default:
+		t.push(errorReply(m.Type, m.ID, errorf(CodeUnknownType, "unknown message type %q: the bridge answers only tools:servers, tools:connect, tools:call, tools:cancel, tools:disconnect and tools:openSettings", m.Type)))
+	}
+}
+
+// serverView is a server as tools:servers shows it.
+type serverView struct {
+	Name        string   `json:"name"`
+	Transport   string   `json:"transport"`
+	Command     string   `json:"command,omitempty"`
+	Args        []string `json:"args,omitempty"`
+	CommandLine string   `json:"commandLine,omitempty"`
+	Cwd         string   `json:"cwd,omitempty"`
+	URL         string   `json:"url,omitempty"`
+	Env         []string `json:"env"`
+	Headers     []string `json:"headers"`
+	Source      string   `json:"source"`
+	Fingerprint string   `json:"fingerprint"`
+	State       string   `json:"state"`
+	Connected   bool     `json:"connected"`
+	Tabs        int      `json:"tabs"`
+	Calls       int      `json:"calls"`
+	Warnings    []string `json:"warnings,omitempty"`
+	LastError   string   `json:"lastError,omitempty"`
+}
+
+func viewOf(spec ServerSpec) *serverView {
+	v := &serverView{
+		Name: spec.Name, Transport: spec.Transport, Source: spec.Source,
+		Fingerprint: spec.Fingerprint, State: stateStopped, Warnings: spec.Warnings,
+		Env: sortedKeys(spec.Env), Headers: sortedKeys(spec.Headers),
+	}
+	if spec.Transport == TransportStdio {
+		v.Command, v.Args, v.Cwd = spec.Command, spec.Args, spec.Cwd
+		if v.Args == nil {
+			v.Args = []string{}
+		}
+		v.CommandLine = ShellQuote(append([]string{spec.Command}, spec.Args...))
+	} else {
+		v.URL = spec.URL
+	}
+	return v
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// ShellQuote quotes argv as a POSIX shell would need it.
+func ShellQuote(argv []string) string {
+	parts := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@%+,") == "" {
+			parts[i] = a
+			continue
+		}
+		parts[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(parts, " ")
+}
+
+func (t *tab) serversReply(m pageMessage) []byte {
+	snap := t.b.opts.Catalog.Snapshot(t.ctx)
+	views := make([]*serverView, 0, len(snap.Servers))
+	t.mu.Lock()
+	held := make(map[string]*session, len(t.shares))
+	for k, v := range t.shares {
+		held[k] = v
+	}
+	t.mu.Unlock()
+	t.b.mu.Lock()
+	for _, spec := range snap.Servers {
+		v := viewOf(spec)
+		if s := t.b.sessions[sessionKey(spec)]; s != nil {
+			v.State = s.state()
+			v.Tabs = len(s.holders)
+		}
+		if s := held[spec.Name]; s != nil && s.spec.Fingerprint == spec.Fingerprint {
+			v.Connected = true
+		}
+		if v.State == stateStopped || v.State == stateFailed {
+			v.LastError = t.b.lastError[spec.Name]
+			if v.LastError != "" {
+				v.State = stateFailed
+			}
+		}
+		views = append(views, v)
+	}
+	t.b.mu.Unlock()
+	for _, v := range views {
+		t.b.mu.Lock()
+		s := t.b.sessions[v.Name+"\x00"+v.Fingerprint]
+		t.b.mu.Unlock()
+		if s != nil {
+			v.Calls = s.callCount()
+		}
+	}
+	problems := snap.Problems
+	if problems == nil {
+		problems = []Problem{}
+	}
+	return buildMessage(struct {
+		replyHead
+		Bridge   bridgeInfo    `json:"bridge"`
+		User     string        `json:"user,omitempty"`
+		Servers  []*serverView `json:"servers"`
+		Problems []Problem     `json:"problems"`
+	}{replyHead{Type: m.Type, ID: m.ID, OK: true},
+		bridgeInfo{t.b.opts.Name, t.b.opts.Version, ProtocolVersion}, t.adm.User, views, problems})
+}
+
+type bridgeInfo struct {
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	Protocol int    `json:"protocol"`
+}
+
+// addPending registers a request in flight; false (and a bad-request reply)
+// if its id is already in flight.
+func (t *tab) addPending(m pageMessage, p *pending) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, busy := t.pending[idKey(m.ID)]; busy {
+		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "id %s is already in flight: each request in flight needs its own id", m.ID)))
+		return false
+	}
+	t.pending[idKey(m.ID)] = p
+	return true
+}
+
+func (t *tab) removePending(id json.RawMessage, p *pending) {
+	t.mu.Lock()
+	if t.pending[idKey(id)] == p {
+		delete(t.pending, idKey(id))
+	}
+	t.mu.Unlock()
+}
+
+func (t *tab) findSpec(name string) (ServerSpec, []ServerSpec, bool) {
+	snap := t.b.opts.Catalog.Snapshot(t.ctx)
+	for _, s := range snap.Servers {
+		if s.Name == name {
+			return s, snap.Servers, true
+		}
+	}
+	return ServerSpec{}, snap.Servers, false
+}
+
+func (t *tab) handleConnect(m pageMessage) {
+	var req struct {
+		Server      *string `json:"server"`
+		Fingerprint *string `json:"fingerprint"`
+		Confirmed   *bool   `json:"confirmed"`
+		Approval    *string `json:"approval"`
+	}
+	if perr := decodeFields(m.Frame, &req); perr != nil {
+		t.push(errorReply(m.Type, m.ID, perr))
+		return
+	}
+	if req.Server == nil || *req.Server == "" {
+		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "tools:connect needs \"server\", the name of a configured server")))
+		return
+	}
+	spec, _, ok := t.findSpec(*req.Server)
+	if !ok {
+		t.push(errorReply(m.Type, m.ID, errorf(CodeUnknownServer, "no server named %q is configured (list them with tools:servers)", *req.Server)))
+		return
+	}
+	if req.Fingerprint == nil || *req.Fingerprint == "" {
+		e := errorf(CodeConfirmationRequired, "Confirm %s before its first connection.", spec.Name)
+		e.Server = viewOf(spec)
+		t.push(errorReply(m.Type, m.ID, e))
+		return
+	}
+	if *req.Fingerprint != spec.Fingerprint {
+		e := errorf(CodeFingerprintChanged, "The configuration of %s changed since it was confirmed: confirm it again.", spec.Name)
+		e.Server = viewOf(spec)
+		t.push(errorReply(m.Type, m.ID, e))
+		return
+	}
+	approved := false
+	if req.Approval != nil && *req.Approval != "" && t.b.opts.Approvals != nil {
+		if err := t.b.opts.Approvals.Check(*req.Approval, t.adm.User, spec.Name, spec.Fingerprint); err == nil {
+			approved = true
+		} else {
+			t.b.log.Info("approval refused", "server", spec.Name, "user", t.adm.User, "error", err)
+		}
+	}
+	if !approved && (req.Confirmed == nil || !*req.Confirmed) {
+		e := errorf(CodeConfirmationRequired, "Confirm %s before connecting: its approval is missing, expired or not valid for this user and configuration.", spec.Name)
+		e.Server = viewOf(spec)
+		t.push(errorReply(m.Type, m.ID, e))
+		return
+	}
+	ctx, cancel := context.WithCancel(t.ctx)
+	var once sync.Once
+	answered := make(chan struct{})
+	answer := func(msg []byte) bool {
+		sent := false
+		once.Do(func() { t.push(msg); sent = true; close(answered) })
+		return sent
+	}
+	p := &pending{cancel: func(code, message string) {
+		answer(errorReply(m.Type, m.ID, errorf(code, "%s", message)))
+		cancel()
+	}}
+	if !t.addPending(m, p) {
+		cancel()
+		return
+	}
+	t.work.Add(1)
+	go func() {
+		defer t.work.Done()
+		defer cancel()
+		defer t.removePending(m.ID, p)
+		t.connect(ctx, m, spec, answer)
+	}()
+}
+
+// connect runs one tools:connect: acquire the session, wait for its start
+// (relaying stderr as progress), then answer with the listing.
+func (t *tab) connect(ctx context.Context, m pageMessage, spec ServerSpec, answer func([]byte) bool) {
+	// A tab holds at most one share per server name: a connect to a new
+	// definition of the same name releases the old one.
+	t.mu.Lock()
+	old := t.shares[spec.Name]
+	if old != nil {
+		delete(t.shares, spec.Name)
+	}
+	t.mu.Unlock()
+	s, ok := t.b.acquire(t, spec)
+	if old != nil {
+		t.b.release(t, old)
+	}
+	if !ok {
+		answer(errorReply(m.Type, m.ID, errorf(CodeServerFailed, "the bridge is shutting down")))
+		return
+	}
+	unwatch := s.watch(func(line string) {
+		t.push(buildMessage(struct {
+			Type    string          `json:"type"`
+			ID      json.RawMessage `json:"id"`
+			Message string          `json:"message"`
+		}{typeProgress, m.ID, oneLine(line)}))
+	})
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+	}
+	unwatch()
+	if ctx.Err() != nil {
+		t.b.release(t, s)
+		return // answered by whoever cancelled
+	}
+	if s.startErr != nil {
+		t.b.release(t, s)
+		answer(errorReply(m.Type, m.ID, errorf(CodeServerFailed, "%s", s.startErr.Error())))
+		return
+	}
+	l := s.currentListing()
+	var approval string
+	if t.b.opts.Approvals != nil {
+		a, err := t.b.opts.Approvals.Issue(t.adm.User, spec.Name, spec.Fingerprint)
+		if err != nil {
+			t.b.log.Error("cannot sign an approval", "server", spec.Name, "error", err)
+		} else {
+			approval = a
+		}
+	}
+	t.mu.Lock()
+	if t.ctx.Err() != nil {
+		t.mu.Unlock()
+		t.b.release(t, s)
+		return
+	}
+	t.shares[spec.Name] = s
+	t.mu.Unlock()
+	if !answer(buildMessage(struct {
+		replyHead
+		Server          string          `json:"server"`
+		Fingerprint     string          `json:"fingerprint"`
+		ServerInfo      json.RawMessage `json:"serverInfo"`
+		ProtocolVersion string          `json:"protocolVersion"`
+		Approval        string          `json:"approval,omitempty"`
+	}{replyHead{Type: m.Type, ID: m.ID, OK: true}, spec.Name, spec.Fingerprint, s.serverInfo, s.protocolVersion, approval},
+		rawField{"tools", l.raw})) {
+		// Cancelled between the start and the answer: give the share back.
+		t.mu.Lock()
+		if t.shares[spec.Name] == s {
+			delete(t.shares, spec.Name)
+		}
+		t.mu.Unlock()
+		t.b.release(t, s)
+	}
+}
+
+// sessionClosed is called when a session this tab holds ended on its own.
+func (t *tab) sessionClosed(s *session, reason string) {
+	t.mu.Lock()
+	held := t.shares[s.spec.Name] == s
+	if held {
+		delete(t.shares, s.spec.Name)
+	}
+	t.mu.Unlock()
+	if !held {
+		return
+	}
+	t.b.release(t, s)
+	t.push(buildMessage(struct {
+		Type    string `json:"type"`
+		Server  string `json:"server"`
+		Message string `json:"message"`
+	}{typeClosed, s.spec.Name, oneLine(reason)}))
+}
+
+func (t *tab) handleDisconnect(m pageMessage) {
+	var req struct {
+		Server *string `json:"server"`
+	}
+	if perr := decodeFields(m.Frame, &req); perr != nil {
+		t.push(errorReply(m.Type, m.ID, perr))
+		return
+	}
+	if req.Server == nil || *req.Server == "" {
+		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "tools:disconnect needs \"server\"")))
+		return
+	}
+	t.mu.Lock()
+	s := t.shares[*req.Server]
+	delete(t.shares, *req.Server)
+	var toCancel []*pending
+	if s != nil {
+		for _, p := range t.pending {
+			if p.server == s {
+				toCancel = append(toCancel, p)
+			}
+		}
+	}
+	t.mu.Unlock()
+	if s == nil {
+		t.push(errorReply(m.Type, m.ID, errorf(CodeNotConnected, "this tab is not connected to %q", *req.Server)))
+		return
+	}
+	for _, p := range toCancel {
+		p.cancel(CodeCancelled, "the page disconnected from the server")
+	}
+	t.b.release(t, s)
+	t.push(buildMessage(struct {
+		replyHead
+		Server string `json:"server"`
+	}{replyHead{Type: m.Type, ID: m.ID, OK: true}, *req.Server}))
+}
+
+func (t *tab) handleCancel(m pageMessage) {
+	t.mu.Lock()
+	p := t.pending[idKey(m.ID)]
+	t.mu.Unlock()
+	if p != nil {
+		p.cancel(CodeCancelled, "cancelled by the page")
+	}
+	t.push(buildMessage(struct {
+		replyHead
+		Cancelled bool `json:"cancelled"`
+	}{replyHead{Type: m.Type, ID: m.ID, OK: true}, p != nil}))
+}

@@ -1,0 +1,253 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// The raw tap sits under go-sdk, on the transport. It keeps the exact bytes
+// of tools/list and tools/call results for the bridge and hands the SDK a
+// small stub in their place, so results reach the page byte for byte, are
+// never decoded into typed structs, and never fail on content the SDK does
+// not know.
+
+// rawSlot receives the raw outcome of one upstream request.
+type rawSlot struct {
+	list bool // a tools/list slot (else tools/call); set before use
+
+	mu       sync.Mutex
+	result   []byte // guarded by mu; the raw "result" value
+	rpcErr   *rpcError
+	received bool
+}
+
+type rpcError struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (s *rawSlot) set(result []byte, e *rpcError) {
+	s.mu.Lock()
+	s.result, s.rpcErr, s.received = result, e, true
+	s.mu.Unlock()
+}
+
+func (s *rawSlot) get() ([]byte, *rpcError, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.result, s.rpcErr, s.received
+}
+
+// tap correlates upstream requests with the bridge's slots. Safe for
+// concurrent use.
+type tap struct {
+	mu      sync.Mutex
+	byToken map[string]*rawSlot // guarded by mu; tools/call slots by progress token
+	byID    map[string]*rawSlot // guarded by mu; by JSON-RPC request id, set when the request is written
+	list    *rawSlot            // guarded by mu; the tools/list in progress (listing is serialized)
+}
+
+func newTap() *tap {
+	return &tap{byToken: map[string]*rawSlot{}, byID: map[string]*rawSlot{}}
+}
+
+// expectCall registers the slot for the tools/call carrying token.
+func (t *tap) expectCall(token string, s *rawSlot) {
+	t.mu.Lock()
+	t.byToken[token] = s
+	t.mu.Unlock()
+}
+
+// expectList registers the slot for the next tools/list request.
+func (t *tap) expectList(s *rawSlot) {
+	t.mu.Lock()
+	t.list = s
+	t.mu.Unlock()
+}
+
+// forget drops every reference to the call with this token.
+func (t *tap) forget(token string) {
+	t.mu.Lock()
+	if s := t.byToken[token]; s != nil {
+		delete(t.byToken, token)
+		for id, v := range t.byID {
+			if v == s {
+				delete(t.byID, id)
+			}
+		}
+	}
+	t.mu.Unlock()
+}
+
+// outgoing is called with each message written to the server.
+func (t *tap) outgoing(msg jsonrpc.Message) {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || !req.IsCall() {
+		return
+	}
+	t.outgoingCall(req.Method, sdkIDKey(req.ID), req.Params)
+}
+
+func (t *tap) outgoingCall(method, id string, params json.RawMessage) {
+	switch method {
+	case "tools/call":
+		token := peekProgressToken(params)
+		t.mu.Lock()
+		if s := t.byToken[token]; s != nil && token != "" {
+			t.byID[id] = s
+		}
+		t.mu.Unlock()
+	case "tools/list":
+		t.mu.Lock()
+		if t.list != nil {
+			t.byID[id] = t.list
+			t.list = nil
+		}
+		t.mu.Unlock()
+	}
+}
+
+// Stubs handed to the SDK in place of captured results.
+var (
+	stubCallResult = []byte(`{"content":[]}`)
+)
+
+// incoming is called with each complete message read from the server and
+// returns the bytes the SDK should decode.
+func (t *tap) incoming(raw []byte) []byte {
+	// Cheap test first: only responses are of interest, and every response
+	// has "result" or "error". Notifications and requests pass untouched.
+	if !bytes.Contains(raw, []byte(`"result"`)) && !bytes.Contains(raw, []byte(`"error"`)) {
+		return raw
+	}
+	var m struct {
+		ID     rawRef  `json:"id"`
+		Method *string `json:"method"`
+		Result rawRef  `json:"result"`
+		Error  rawRef  `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil || m.Method != nil || m.ID == nil {
+		return raw
+	}
+	key := rawIDKey(m.ID)
+	t.mu.Lock()
+	s := t.byID[key]
+	if s != nil {
+		delete(t.byID, key)
+	}
+	t.mu.Unlock()
+	if s == nil {
+		return raw
+	}
+	if m.Error != nil {
+		var e rpcError
+		if json.Unmarshal(m.Error, &e) != nil {
+			e = rpcError{Code: -32603, Message: "malformed error object"}
+		}
+		s.set(nil, &e)
+		return raw
+	}
+	if m.Result == nil {
+		s.set(nil, &rpcError{Code: -32603, Message: "response has neither result nor error"})
+		return raw
+	}
+	result := bytes.Clone(m.Result)
+	s.set(result, nil)
+	// Hand the SDK a stub of the right shape.
+	stub := stubCallResult
+	if s.list {
+		stub = listStub(result)
+	}
+	out := make([]byte, 0, len(m.ID)+len(stub)+40)
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, m.ID...)
+	out = append(out, `,"result":`...)
+	out = append(out, stub...)
+	return append(out, '}')
+}
+
+func listStub(result []byte) []byte {
+	var page struct {
+		NextCursor *string `json:"nextCursor"`
+	}
+	_ = json.Unmarshal(result, &page)
+	if page.NextCursor == nil {
+		return []byte(`{"tools":[]}`)
+	}
+	c, _ := json.Marshal(*page.NextCursor)
+	return append(append([]byte(`{"tools":[],"nextCursor":`), c...), '}')
+}
+
+// rawRef holds a JSON value as a sub-slice of the input being decoded
+// (no copy): valid only while that input is.
+type rawRef []byte
+
+func (r *rawRef) UnmarshalJSON(b []byte) error {
+	*r = b
+	return nil
+}
+
+// rawIDKey normalizes a JSON id the way sdkIDKey does.
+func rawIDKey(id []byte) string {
+	if len(id) > 0 && id[0] == '"' {
+		var s string
+		if json.Unmarshal(id, &s) == nil {
+			return "s:" + s
+		}
+		return "s:" + string(id)
+	}
+	if n, err := strconv.ParseInt(string(id), 10, 64); err == nil {
+		return "n:" + strconv.FormatInt(n, 10)
+	}
+	var f float64
+	if json.Unmarshal(id, &f) == nil && f == float64(int64(f)) {
+		return "n:" + strconv.FormatInt(int64(f), 10)
+	}
+	return "x:" + string(id)
+}
+
+func sdkIDKey(id jsonrpc.ID) string {
+	switch v := id.Raw().(type) {
+	case int64:
+		return "n:" + strconv.FormatInt(v, 10)
+	case string:
+		return "s:" + v
+	}
+	return "x:"
+}
+
+// peekProgressToken returns params._meta.progressToken as a string, reading
+// only as far as _meta (go-sdk encodes _meta first, before the arguments,
+// so a 64 MiB document argument is not scanned).
+func peekProgressToken(params json.RawMessage) string {
+	dec := json.NewDecoder(bytes.NewReader(params))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if key == "_meta" {
+			var meta struct {
+				ProgressToken any `json:"progressToken"`
+			}
+			if dec.Decode(&meta) != nil {
+				return ""
+			}
+			s, _ := meta.ProgressToken.(string)
+			return s
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return ""
+		}
+	}
+	return ""
+}
