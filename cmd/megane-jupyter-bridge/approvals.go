@@ -2,12 +2,45 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
+	"fmt"
 	"io"
+
+	"github.com/megane-labs/megane-jupyter-bridge/auth"
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 )
 
-// runApprovals implements "megane-jupyter-bridge approvals reset". Owned by
-// the authentication work (issue 4); a placeholder until it lands.
-func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("approvals: not built yet")
+// runApprovals implements "megane-jupyter-bridge approvals reset [--key
+// PATH]": it replaces the confirmation-receipt signing key, so every receipt
+// issued so far is refused and each server must be confirmed again. A
+// running bridge notices the new key on its next check.
+func runApprovals(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "usage: megane-jupyter-bridge approvals reset [--key PATH]"
+	if len(args) == 0 || args[0] != "reset" {
+		fmt.Fprintln(stderr, usage)
+		return usageError{}
+	}
+	fs := flag.NewFlagSet("approvals reset", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	key := fs.String("key", "", "the receipt signing key (default: <Jupyter data dir>/megane-jupyter-bridge/receipt.key)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return usageError{}
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintln(stderr, usage)
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	path := *key
+	if path == "" {
+		p, err := jupyter.ReceiptKeyPath(nil)
+		if err != nil {
+			return fmt.Errorf("approvals reset: %w", err)
+		}
+		path = p
+	}
+	if err := auth.RotateKey(path); err != nil {
+		return fmt.Errorf("approvals reset: %w", err)
+	}
+	fmt.Fprintf(stdout, "every confirmation receipt is revoked: new signing key in %s\n", path)
+	return nil
 }

@@ -1,0 +1,416 @@
+package jupyter
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ParentOptions says where to look for the parent Jupyter server. The zero
+// value looks at the process's own environment and parent process.
+type ParentOptions struct {
+	// URL, if set, is the parent's base URL (--jupyter-url), for example
+	// "http://127.0.0.1:8888/" or "http://127.0.0.1:8000/user/alice/". It
+	// wins over everything else.
+	URL string
+	// HasAuth says whether the server named by URL requires credentials.
+	// Only used with URL; a server found otherwise reports it itself. If
+	// nil, true (the safe assumption).
+	HasAuth *bool
+	// Getenv reads the environment. If nil, os.Getenv.
+	Getenv func(string) string
+	// PPID is the parent process id whose runtime file is looked for. If
+	// zero, os.Getppid().
+	PPID int
+	// Timeout bounds each request to the parent. If zero, 5s.
+	Timeout time.Duration
+}
+
+// Parent is the Jupyter server the bridge runs under: where it is, how to
+// reach it, and what it says about itself. Its exported fields are set by
+// FindParent and never change afterwards.
+type Parent struct {
+	// Client reaches the parent: it never follows redirects, has a short
+	// timeout, and dials the unix socket or uses JupyterHub's internal TLS
+	// where the parent uses them.
+	Client *http.Client
+	// Base is the server's base URL, ending in "/" (scheme, host and
+	// base_url). Over a unix socket its host is "localhost".
+	Base *url.URL
+	// HasAuth is false only when the server runs with neither token nor
+	// password (then a request without credentials is still asked about).
+	HasAuth bool
+	// Hub is true for a JupyterHub single-user server.
+	Hub bool
+	// Owner is the user who owns the server: JUPYTERHUB_USER under
+	// JupyterHub, else the OS user.
+	Owner string
+	// Source says how the parent was found, for logs and doctor:
+	// "--jupyter-url", "runtime file <path>" or "JUPYTERHUB_SERVICE_URL".
+	Source string
+
+	mu      sync.Mutex // guards version
+	version string     // jupyter_server version; "" until known
+}
+
+// runtimeFile is the part of jpserver-<pid>.json the bridge reads. It never
+// reads the token's value beyond whether one is set.
+type runtimeFile struct {
+	URL      string          `json:"url"`
+	Sock     string          `json:"sock"`
+	Secure   bool            `json:"secure"`
+	BaseURL  string          `json:"base_url"`
+	Token    string          `json:"token"`
+	Password json.RawMessage `json:"password"` // bool in 1.x and 2.x; a hash in very old servers
+	Version  string          `json:"version"`
+	PID      int             `json:"pid"`
+}
+
+// ErrNoParent means no parent Jupyter server could be found.
+var ErrNoParent = errors.New("no parent Jupyter server found")
+
+// FindParent locates the parent Jupyter server without contacting it: an
+// explicit opts.URL, else the runtime file jpserver-<ppid>.json in Jupyter's
+// runtime directory, else JUPYTERHUB_SERVICE_URL (with
+// JUPYTERHUB_SERVICE_PREFIX). It never looks at a request. The error wraps
+// ErrNoParent when nothing applies, and says where it looked.
+func FindParent(opts ParentOptions) (*Parent, error) {
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	ppid := opts.PPID
+	if ppid == 0 {
+		ppid = os.Getppid()
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	hub := getenv("JUPYTERHUB_SERVICE_URL") != "" || getenv("JUPYTERHUB_USER") != "" || getenv("JUPYTERHUB_API_URL") != ""
+	owner := getenv("JUPYTERHUB_USER")
+	if owner == "" {
+		owner = osUserName()
+	}
+	tlsConf, err := hubTLS(getenv)
+	if err != nil {
+		return nil, err
+	}
+	p := &Parent{Hub: hub, Owner: owner, HasAuth: true}
+
+	if opts.URL != "" {
+		base, err := parseBase(opts.URL, "")
+		if err != nil {
+			return nil, fmt.Errorf("--jupyter-url: %w", err)
+		}
+		if opts.HasAuth != nil {
+			p.HasAuth = *opts.HasAuth
+		}
+		p.Base, p.Source = base, "--jupyter-url"
+		p.Client = newParentClient(timeout, tlsConf, "")
+		return p, nil
+	}
+
+	dir, err := parentRuntimeDir(getenv)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "jpserver-"+strconv.Itoa(ppid)+".json")
+	rf, err := readRuntimeFile(path)
+	switch {
+	case err == nil:
+		base, sock, err := rf.base()
+		if err != nil {
+			return nil, fmt.Errorf("runtime file %s: %w", path, err)
+		}
+		p.Base, p.Source = base, "runtime file "+path
+		p.HasAuth = rf.Token != "" || passwordSet(rf.Password)
+		p.version = rf.Version
+		p.Client = newParentClient(timeout, tlsConf, sock)
+		return p, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+
+	if su := getenv("JUPYTERHUB_SERVICE_URL"); su != "" {
+		base, err := parseBase(su, getenv("JUPYTERHUB_SERVICE_PREFIX"))
+		if err != nil {
+			return nil, fmt.Errorf("JUPYTERHUB_SERVICE_URL: %w", err)
+		}
+		p.Base, p.Source = base, "JUPYTERHUB_SERVICE_URL"
+		p.Client = newParentClient(timeout, tlsConf, "")
+		return p, nil
+	}
+	return nil, fmt.Errorf("%w: no %s and no JUPYTERHUB_SERVICE_URL (start the bridge from jupyter-server-proxy, pass --jupyter-url, or use --standalone)", ErrNoParent, path)
+}
+
+// Version returns the parent's jupyter_server version: the one in its
+// runtime file, else the answer of GET {base}api (asked once, remembered
+// after the first success).
+func (p *Parent) Version(ctx context.Context) (string, error) {
+	p.mu.Lock()
+	v := p.version
+	p.mu.Unlock()
+	if v != "" {
+		return v, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL("api", nil).String(), nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := p.Client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("ask the Jupyter server for its version: %w", err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Version string `json:"version"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("ask the Jupyter server for its version: GET %sapi answered %s", p.Base.Path, resp.Status)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&body); err != nil || body.Version == "" {
+		return "", fmt.Errorf("ask the Jupyter server for its version: no version in the answer of GET %sapi", p.Base.Path)
+	}
+	p.mu.Lock()
+	p.version = body.Version
+	p.mu.Unlock()
+	return body.Version, nil
+}
+
+// URL returns the URL of path (relative, without a leading "/") under the
+// parent's base URL, with query q (may be nil).
+func (p *Parent) URL(path string, q url.Values) *url.URL {
+	u := *p.Base
+	u.Path = strings.TrimSuffix(p.Base.Path, "/") + "/" + strings.TrimPrefix(path, "/")
+	u.RawPath = ""
+	u.RawQuery = q.Encode()
+	return &u
+}
+
+// String describes the parent without any credential.
+func (p *Parent) String() string {
+	return p.Base.Redacted() + " (" + p.Source + ")"
+}
+
+// MajorVersion returns the major number of a version string such as
+// "2.15.0", or 0 when it cannot be read.
+func MajorVersion(v string) int {
+	head, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(head)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// readRuntimeFile reads and decodes a jpserver-<pid>.json file.
+func readRuntimeFile(path string) (*runtimeFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read runtime file: %w", err)
+	}
+	var rf runtimeFile
+	if err := json.Unmarshal(data, &rf); err != nil {
+		return nil, fmt.Errorf("runtime file %s: %w", path, err)
+	}
+	return &rf, nil
+}
+
+// base returns the base URL a runtime file describes and the unix socket
+// to dial ("" for TCP).
+func (rf *runtimeFile) base() (*url.URL, string, error) {
+	if rf.Sock != "" {
+		u := &url.URL{Scheme: "http", Host: "localhost", Path: "/"}
+		if rf.BaseURL != "" {
+			u.Path = "/" + strings.Trim(rf.BaseURL, "/") + "/"
+			u.Path = strings.ReplaceAll(u.Path, "//", "/")
+		}
+		return u, rf.Sock, nil
+	}
+	if rf.URL == "" {
+		return nil, "", errors.New("neither url nor sock is set")
+	}
+	u, err := parseBase(rf.URL, rf.BaseURL)
+	return u, "", err
+}
+
+// parseBase parses a server URL, using prefix as the path when the URL has
+// none, and makes the path end in "/". A wildcard host (empty, 0.0.0.0,
+// ::) becomes the matching loopback address.
+func parseBase(raw, prefix string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("parse %q: %w", raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("%q: the scheme must be http or https", u.Redacted())
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%q: a base URL carries no user, query or fragment", u.Redacted())
+	}
+	host, port := u.Hostname(), u.Port()
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	if port != "" {
+		u.Host = net.JoinHostPort(host, port)
+	} else if strings.Contains(host, ":") {
+		u.Host = "[" + host + "]"
+	} else {
+		u.Host = host
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/" + strings.TrimPrefix(prefix, "/")
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	u.RawPath = ""
+	return u, nil
+}
+
+// passwordSet reports whether a runtime file's password field says a
+// password is configured.
+func passwordSet(raw json.RawMessage) bool {
+	s := strings.TrimSpace(string(raw))
+	return s != "" && s != "false" && s != "null" && s != `""`
+}
+
+// newParentClient builds the client used for every request to the parent.
+func newParentClient(timeout time.Duration, tlsConf *tls.Config, sock string) *http.Client {
+	tr := &http.Transport{
+		Proxy:               nil, // never through an HTTP proxy: the parent is local
+		TLSClientConfig:     tlsConf,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+	}
+	d := &net.Dialer{Timeout: timeout}
+	if sock != "" {
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "unix", sock)
+		}
+	} else {
+		tr.DialContext = d.DialContext
+	}
+	return &http.Client{
+		Transport: tr,
+		Timeout:   timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// hubTLS returns the TLS configuration for JupyterHub's internal SSL
+// (JUPYTERHUB_SSL_KEYFILE, JUPYTERHUB_SSL_CERTFILE, JUPYTERHUB_SSL_CLIENT_CA):
+// the single-user server's own certificate is presented as the client
+// certificate, and the CA bundle is trusted beside the system roots. It
+// returns nil when those variables are not set.
+func hubTLS(getenv func(string) string) (*tls.Config, error) {
+	keyFile, certFile, caFile := getenv("JUPYTERHUB_SSL_KEYFILE"), getenv("JUPYTERHUB_SSL_CERTFILE"), getenv("JUPYTERHUB_SSL_CLIENT_CA")
+	if keyFile == "" && certFile == "" && caFile == "" {
+		return nil, nil
+	}
+	conf := &tls.Config{MinVersion: tls.VersionTLS12}
+	if certFile != "" || keyFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("JupyterHub internal SSL (JUPYTERHUB_SSL_CERTFILE, JUPYTERHUB_SSL_KEYFILE): %w", err)
+		}
+		conf.Certificates = []tls.Certificate{cert}
+	}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("JupyterHub internal SSL (JUPYTERHUB_SSL_CLIENT_CA): %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("JupyterHub internal SSL: no certificate in %s", caFile)
+		}
+		conf.RootCAs = pool
+	}
+	return conf, nil
+}
+
+// parentDataDir is Jupyter's data directory as jupyter_core computes it on
+// Linux: $JUPYTER_DATA_DIR, else $XDG_DATA_HOME/jupyter, else
+// ~/.local/share/jupyter.
+func parentDataDir(getenv func(string) string) (string, error) {
+	if d := getenv("JUPYTER_DATA_DIR"); d != "" {
+		return d, nil
+	}
+	if x := getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "jupyter"), nil
+	}
+	home := getenv("HOME")
+	if home == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("find Jupyter's data directory: %w", err)
+		}
+		home = h
+	}
+	return filepath.Join(home, ".local", "share", "jupyter"), nil
+}
+
+// parentRuntimeDir is Jupyter's runtime directory: $JUPYTER_RUNTIME_DIR,
+// else <data dir>/runtime.
+func parentRuntimeDir(getenv func(string) string) (string, error) {
+	if d := getenv("JUPYTER_RUNTIME_DIR"); d != "" {
+		return d, nil
+	}
+	d, err := parentDataDir(getenv)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "runtime"), nil
+}
+
+// ReceiptKeyPath is where the bridge keeps its confirmation-receipt signing
+// key: <Jupyter data dir>/megane-jupyter-bridge/receipt.key. getenv nil
+// means os.Getenv.
+func ReceiptKeyPath(getenv func(string) string) (string, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	d, err := parentDataDir(getenv)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "megane-jupyter-bridge", "receipt.key"), nil
+}
+
+// osUserName is the OS account running the process.
+func osUserName() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return strconv.Itoa(os.Getuid())
+}
