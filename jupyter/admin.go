@@ -1,0 +1,426 @@
+package jupyter
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// AdminFileName is the admin settings file looked for in the env- and
+// system-level Jupyter config directories.
+const AdminFileName = "megane_jupyter_bridge.toml"
+
+// DefaultStripEnv are the variables removed from every tool server's
+// environment unless strip_env says otherwise: the credentials of the
+// Jupyter server and of JupyterHub that a single-user server (and so the
+// bridge) inherits, and the secrets of a Hub process in case the bridge
+// runs beside one. A name ending in "*" matches every name that starts
+// with what precedes it. Names that identify without granting access
+// (JUPYTERHUB_USER, JUPYTERHUB_API_URL, JUPYTERHUB_CLIENT_ID,
+// JUPYTERHUB_SERVICE_PREFIX, ...) are kept: tools may use them.
+var DefaultStripEnv = []string{
+	"JUPYTERHUB_API_TOKEN",    // the single-user server's Hub API token
+	"JPY_API_TOKEN",           // its older name, still set by JupyterHub
+	"JUPYTER_TOKEN",           // the Jupyter server's own login token
+	"JPY_COOKIE_SECRET",       // the Hub's cookie secret
+	"JUPYTERHUB_CRYPT_KEY",    // the Hub's auth-state encryption key
+	"CONFIGPROXY_AUTH_TOKEN",  // configurable-http-proxy's API token
+	"MEGANE_JUPYTER_BRIDGE_*", // the bridge's own settings and tokens
+}
+
+// AdminSettings are the admin's settings from megane_jupyter_bridge.toml.
+// A zero number means "the bridge's default" (see bridge/PROTOCOL.md).
+type AdminSettings struct {
+	FrameLimit   int64 // [limits] frame_limit: largest frame sent to a page, bytes
+	InboundLimit int64 // [limits] inbound_limit: largest page message, bytes
+	ResultLimit  int64 // [limits] result_limit: largest tools/call result, bytes
+
+	CallTimeoutMax time.Duration // [limits] call_timeout_max: longest a tools/call may run
+	InitTimeout    time.Duration // [limits] init_timeout: longest a server may take to initialize
+
+	MaxCallsPerTab    int // [limits] max_calls_per_tab: calls in flight per tab
+	MaxCallsPerServer int // [limits] max_calls_per_server: calls in flight per server
+
+	// StripEnv are the variable names (or NAME_* prefixes) removed from
+	// the environment of every stdio server. Load sets DefaultStripEnv
+	// unless strip_env replaces it; strip_env_extra adds to it.
+	StripEnv []string
+
+	// AllowUserServers: whether mcp_servers from user-level files count.
+	// Default true.
+	AllowUserServers bool
+
+	// DefaultServer: whether the reference server is offered without
+	// configuration. Default true.
+	DefaultServer bool
+
+	// Files are the admin files that were read, highest priority first.
+	Files []string
+}
+
+// DefaultAdmin returns the settings that apply without any admin file.
+func DefaultAdmin() AdminSettings {
+	return AdminSettings{
+		StripEnv:         append([]string(nil), DefaultStripEnv...),
+		AllowUserServers: true,
+		DefaultServer:    true,
+	}
+}
+
+// Strips reports whether the variable name is removed from tool servers.
+func (a AdminSettings) Strips(name string) bool {
+	for _, p := range a.StripEnv {
+		if pre, ok := strings.CutSuffix(p, "*"); ok {
+			if strings.HasPrefix(name, pre) {
+				return true
+			}
+		} else if name == p {
+			return true
+		}
+	}
+	return false
+}
+
+// FilterEnv returns environ ("NAME=value" strings) without the variables
+// that Strips names.
+func (a AdminSettings) FilterEnv(environ []string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !a.Strips(name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// adminFile is what one TOML file sets.
+type adminFile struct {
+	path    string
+	set     map[string]bool // keys that were set, e.g. "limits.frame_limit"
+	a       AdminSettings
+	extra   []string
+	servers map[string]json.RawMessage
+	text    string
+}
+
+// adminKeys are the keys a file may set (tables hold the rest).
+var adminTop = []string{"allow_user_servers", "default_server", "strip_env", "strip_env_extra", "limits", "mcp_servers"}
+var adminLimits = []string{"frame_limit", "inbound_limit", "result_limit", "call_timeout_max", "init_timeout", "max_calls_per_tab", "max_calls_per_server"}
+
+// readAdminFile decodes one admin file strictly. A syntax error makes the
+// whole file unusable; any other problem drops only its key (or server).
+func readAdminFile(path string) (*adminFile, []Problem, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	af, probs := parseAdmin(path, string(data))
+	return af, probs, nil
+}
+
+func parseAdmin(path, text string) (*adminFile, []Problem) {
+	af := &adminFile{path: path, set: map[string]bool{}, text: text, servers: map[string]json.RawMessage{}}
+	var probs []Problem
+	var m map[string]any
+	if _, err := toml.Decode(text, &m); err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, []Problem{{File: path, Message: fmt.Sprintf("%s:%d: %s; the whole file is ignored until it is fixed", path, pe.Position.Line, pe.Message)}}
+		}
+		return nil, []Problem{{File: path, Message: fmt.Sprintf("%s: %v; the whole file is ignored until it is fixed", path, err)}}
+	}
+	bad := func(key []string, format string, a ...any) {
+		loc := path
+		if l := tomlKeyLine(text, key); l > 0 {
+			loc = fmt.Sprintf("%s:%d", path, l)
+		}
+		probs = append(probs, Problem{File: path, Key: strings.Join(key, "."), Message: loc + ": " + fmt.Sprintf(format, a...)})
+	}
+	for _, k := range sortedKeys(m) {
+		v := m[k]
+		key := []string{k}
+		switch k {
+		case "allow_user_servers", "default_server":
+			b, ok := v.(bool)
+			if !ok {
+				bad(key, "%s must be true or false", k)
+				continue
+			}
+			if k == "allow_user_servers" {
+				af.a.AllowUserServers = b
+			} else {
+				af.a.DefaultServer = b
+			}
+			af.set[k] = true
+		case "strip_env", "strip_env_extra":
+			l, ok := tomlStrings(v)
+			if !ok {
+				bad(key, "%s must be an array of variable names", k)
+				continue
+			}
+			for _, n := range l {
+				if n == "" || n == "*" || strings.ContainsAny(n, "= \x00") || strings.Contains(strings.TrimSuffix(n, "*"), "*") {
+					bad(key, "%s: %q is not a variable name or NAME_* prefix", k, n)
+				}
+			}
+			if k == "strip_env" {
+				af.a.StripEnv = l
+			} else {
+				af.extra = l
+			}
+			af.set[k] = true
+		case "limits":
+			lm, ok := v.(map[string]any)
+			if !ok {
+				bad(key, "limits must be a table ([limits])")
+				continue
+			}
+			for _, lk := range sortedKeys(lm) {
+				lkey := []string{"limits", lk}
+				if err := af.setLimit(lk, lm[lk]); err != nil {
+					bad(lkey, "limits.%s: %v", lk, err)
+					continue
+				}
+				af.set["limits."+lk] = true
+			}
+		case "mcp_servers":
+			sm, ok := v.(map[string]any)
+			if !ok {
+				bad(key, "mcp_servers must be a table of [mcp_servers.NAME] tables")
+				continue
+			}
+			for _, name := range sortedKeys(sm) {
+				raw, err := json.Marshal(sm[name])
+				if err != nil {
+					bad([]string{"mcp_servers", name}, "server %q cannot be read: %v", name, err)
+					continue
+				}
+				af.servers[name] = raw
+			}
+		default:
+			bad(key, "unknown key %q: remove it (allowed: %s)", k, strings.Join(adminTop, ", "))
+		}
+	}
+	return af, probs
+}
+
+func (af *adminFile) setLimit(k string, v any) error {
+	switch k {
+	case "frame_limit", "inbound_limit", "result_limit":
+		n, err := tomlSize(v)
+		if err != nil {
+			return err
+		}
+		if k == "frame_limit" && n > 10<<20 {
+			return fmt.Errorf("at most 10 MiB: jupyter-server-proxy refuses larger WebSocket messages")
+		}
+		if n < 64<<10 {
+			return fmt.Errorf("at least 64 KiB")
+		}
+		switch k {
+		case "frame_limit":
+			af.a.FrameLimit = n
+		case "inbound_limit":
+			af.a.InboundLimit = n
+		default:
+			af.a.ResultLimit = n
+		}
+	case "call_timeout_max", "init_timeout":
+		d, err := tomlDuration(v)
+		if err != nil {
+			return err
+		}
+		if k == "call_timeout_max" {
+			af.a.CallTimeoutMax = d
+		} else {
+			af.a.InitTimeout = d
+		}
+	case "max_calls_per_tab", "max_calls_per_server":
+		n, ok := v.(int64)
+		if !ok || n < 1 || n > 1<<20 {
+			return fmt.Errorf("must be a whole number from 1 to 1048576")
+		}
+		if k == "max_calls_per_tab" {
+			af.a.MaxCallsPerTab = int(n)
+		} else {
+			af.a.MaxCallsPerServer = int(n)
+		}
+	default:
+		return fmt.Errorf("unknown key: remove it (allowed: %s)", strings.Join(adminLimits, ", "))
+	}
+	return nil
+}
+
+// tomlSize reads a byte count: an integer, or a string like "8MiB",
+// "512KiB", "1GiB" or "1048576".
+func tomlSize(v any) (int64, error) {
+	switch x := v.(type) {
+	case int64:
+		if x <= 0 {
+			return 0, fmt.Errorf("must be positive")
+		}
+		return x, nil
+	case string:
+		s := strings.TrimSpace(x)
+		mult := int64(1)
+		for _, u := range []struct {
+			suffix string
+			m      int64
+		}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
+			if t, ok := strings.CutSuffix(s, u.suffix); ok {
+				s, mult = strings.TrimSpace(t), u.m
+				break
+			}
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 || n > (1<<40)/mult {
+			return 0, fmt.Errorf("%q is not a size: write bytes as a number, or a number with KiB, MiB or GiB", x)
+		}
+		return n * mult, nil
+	}
+	return 0, fmt.Errorf("must be a size (a number of bytes, or a string like \"8MiB\")")
+}
+
+// tomlDuration reads a duration: a string like "90s" or "10m", or an
+// integer number of seconds.
+func tomlDuration(v any) (time.Duration, error) {
+	switch x := v.(type) {
+	case int64:
+		if x <= 0 || x > 7*24*3600 {
+			return 0, fmt.Errorf("must be from 1 to 604800 seconds")
+		}
+		return time.Duration(x) * time.Second, nil
+	case string:
+		d, err := time.ParseDuration(x)
+		if err != nil || d <= 0 || d > 7*24*time.Hour {
+			return 0, fmt.Errorf("%q is not a duration: write e.g. \"90s\" or \"10m\"", x)
+		}
+		return d, nil
+	}
+	return 0, fmt.Errorf("must be a duration (a string like \"90s\", or seconds)")
+}
+
+func tomlStrings(v any) ([]string, bool) {
+	l, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(l))
+	for _, x := range l {
+		s, ok := x.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+// mergeAdmin applies files from lowest to highest priority.
+func mergeAdmin(files []*adminFile) AdminSettings {
+	a := DefaultAdmin()
+	for _, f := range files {
+		s := f.set
+		if s["allow_user_servers"] {
+			a.AllowUserServers = f.a.AllowUserServers
+		}
+		if s["default_server"] {
+			a.DefaultServer = f.a.DefaultServer
+		}
+		if s["strip_env"] {
+			a.StripEnv = append([]string(nil), f.a.StripEnv...)
+		}
+		if s["strip_env_extra"] {
+			a.StripEnv = append(a.StripEnv, f.extra...)
+		}
+		if s["limits.frame_limit"] {
+			a.FrameLimit = f.a.FrameLimit
+		}
+		if s["limits.inbound_limit"] {
+			a.InboundLimit = f.a.InboundLimit
+		}
+		if s["limits.result_limit"] {
+			a.ResultLimit = f.a.ResultLimit
+		}
+		if s["limits.call_timeout_max"] {
+			a.CallTimeoutMax = f.a.CallTimeoutMax
+		}
+		if s["limits.init_timeout"] {
+			a.InitTimeout = f.a.InitTimeout
+		}
+		if s["limits.max_calls_per_tab"] {
+			a.MaxCallsPerTab = f.a.MaxCallsPerTab
+		}
+		if s["limits.max_calls_per_server"] {
+			a.MaxCallsPerServer = f.a.MaxCallsPerServer
+		}
+		a.Files = append([]string{f.path}, a.Files...)
+	}
+	return a
+}
+
+// tomlKeyLine returns the 1-based line where key (a table path, or a
+// table path and a key) is defined in text, or 0. It understands table
+// headers, dotted and quoted keys, which is enough to point at the line of
+// a problem; it is not a TOML parser.
+func tomlKeyLine(text string, key []string) int {
+	want := strings.Join(key, "\x00")
+	var table []string
+	for i, line := range strings.Split(text, "\n") {
+		t := strings.TrimSpace(line)
+		if t == "" || t[0] == '#' {
+			continue
+		}
+		if strings.HasPrefix(t, "[") {
+			h := strings.Trim(strings.SplitN(t, "#", 2)[0], " \t")
+			h = strings.TrimSpace(strings.Trim(h, "[]"))
+			table = splitTOMLKey(h)
+			if strings.Join(table, "\x00") == want {
+				return i + 1
+			}
+			continue
+		}
+		k, _, ok := strings.Cut(t, "=")
+		if !ok {
+			continue
+		}
+		full := append(append([]string(nil), table...), splitTOMLKey(strings.TrimSpace(k))...)
+		fj := strings.Join(full, "\x00")
+		if fj == want || strings.HasPrefix(fj, want+"\x00") {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+func splitTOMLKey(k string) []string {
+	var parts []string
+	var cur strings.Builder
+	quote := byte(0)
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			} else {
+				cur.WriteByte(c)
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '.':
+			parts = append(parts, strings.TrimSpace(cur.String()))
+			cur.Reset()
+		default:
+			cur.WriteByte(c)
+		}
+	}
+	return append(parts, strings.TrimSpace(cur.String()))
+}

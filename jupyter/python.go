@@ -1,0 +1,273 @@
+package jupyter
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+//go:embed pyscripts/probe.py
+var probeScript string
+
+//go:embed pyscripts/evalpy.py
+var evalScript string
+
+// Python is the interpreter of the Jupyter server, as found by FindPython,
+// with the facts jupyter_core takes from it.
+type Python struct {
+	Path           string `json:"path"`       // the interpreter that was run
+	Executable     string `json:"executable"` // its sys.executable
+	Prefix         string `json:"prefix"`     // sys.prefix
+	BasePrefix     string `json:"base_prefix"`
+	EnableUserSite bool   `json:"enable_user_site"` // site.ENABLE_USER_SITE
+	UserBase       string `json:"userbase"`         // site.getuserbase()
+	Traitlets      string `json:"traitlets"`        // version; "" when not importable
+	JupyterCore    string `json:"jupyter_core"`
+	JupyterServer  string `json:"jupyter_server"`
+	ServerProxy    bool   `json:"server_proxy"` // jupyter_server_proxy is importable
+	EnvAuto        bool   `json:"env_auto"`     // jupyter_core ≥ 5 would prefer the env level
+}
+
+// FindPython finds the Jupyter server's Python: opts.Python when set; else
+// the interpreter named by the shebang of the jupyter-server or jupyter
+// script on PATH; else every python3 (then python) on PATH, preferring one
+// that can import jupyter_server over one that can only import traitlets.
+// A candidate is accepted only when it runs and imports traitlets. The
+// error lists what was tried.
+func FindPython(ctx context.Context, opts Options) (*Python, error) {
+	e := opts.resolve()
+	if opts.Python == "none" {
+		return nil, errors.New("python disabled (Python is \"none\")")
+	}
+	// A trusted candidate (the explicit choice or a jupyter script's
+	// interpreter) is accepted when it imports traitlets; a python found
+	// only on PATH is preferred when it also imports jupyter_server.
+	type cand struct {
+		path    string
+		trusted bool
+	}
+	var cands []cand
+	if opts.Python != "" {
+		cands = []cand{{opts.Python, true}}
+	} else {
+		for _, script := range []string{"jupyter-server", "jupyter"} {
+			if p, ok := e.lookPath(script); ok {
+				if interp := shebangInterpreter(e, p); interp != "" {
+					cands = append(cands, cand{interp, true})
+				}
+			}
+		}
+		for _, name := range []string{"python3", "python"} {
+			for _, p := range e.lookPathAll(name) {
+				cands = append(cands, cand{p, false})
+			}
+		}
+	}
+	var tried []string
+	var fallback *Python
+	seen := map[string]bool{}
+	for _, c := range cands {
+		if seen[c.path] {
+			continue
+		}
+		seen[c.path] = true
+		py, err := probePython(ctx, e, c.path, opts.pythonTimeout())
+		switch {
+		case err != nil:
+			tried = append(tried, fmt.Sprintf("%s (%v)", c.path, err))
+		case py.Traitlets == "":
+			tried = append(tried, c.path+" (cannot import traitlets)")
+		case c.trusted || py.JupyterServer != "":
+			return py, nil
+		default:
+			if fallback == nil {
+				fallback = py
+			}
+			tried = append(tried, c.path+" (no jupyter_server)")
+		}
+	}
+	if fallback != nil {
+		return fallback, nil
+	}
+	if len(tried) == 0 {
+		return nil, errors.New("no python3 or jupyter script on PATH")
+	}
+	return nil, fmt.Errorf("no Python with traitlets found; tried %s", strings.Join(tried, ", "))
+}
+
+// shebangInterpreter returns the interpreter named on the first line of the
+// script at path ("#!/usr/bin/python3" or "#!/usr/bin/env python3"), or "".
+func shebangInterpreter(e env, path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(io.LimitReader(f, 512)).ReadString('\n')
+	if err != nil && line == "" {
+		return ""
+	}
+	line, ok := strings.CutPrefix(strings.TrimSpace(line), "#!")
+	if !ok {
+		return ""
+	}
+	fields := strings.Fields(line)
+	if len(fields) == 0 {
+		return ""
+	}
+	interp := fields[0]
+	if strings.HasSuffix(interp, "/env") {
+		fields = fields[1:]
+		for len(fields) > 0 && strings.HasPrefix(fields[0], "-") {
+			fields = fields[1:]
+		}
+		if len(fields) == 0 {
+			return ""
+		}
+		p, ok := e.lookPath(fields[0])
+		if !ok {
+			return ""
+		}
+		interp = p
+	}
+	if !strings.Contains(interp[strings.LastIndex(interp, "/")+1:], "python") {
+		return ""
+	}
+	return interp
+}
+
+func probePython(ctx context.Context, e env, path string, timeout time.Duration) (*Python, error) {
+	out, err := runPython(ctx, e, path, probeScript, nil, timeout)
+	if err != nil {
+		return nil, err
+	}
+	py := &Python{Path: path}
+	if err := json.Unmarshal(out, py); err != nil {
+		return nil, fmt.Errorf("unreadable probe answer: %w", err)
+	}
+	py.Path = path
+	return py, nil
+}
+
+// runPython runs script with the interpreter at path in its own process
+// group, with stdin as its standard input, and returns its standard output
+// (at most 64 MiB). The process group is killed when ctx ends or the
+// timeout passes.
+func runPython(ctx context.Context, e env, path, script string, stdin []byte, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "-c", script)
+	cmd.Env = e.environ
+	cmd.Stdin = bytes.NewReader(stdin)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	cmd.WaitDelay = 2 * time.Second
+	var stdout limitedBuffer
+	stdout.limit = 64 << 20
+	var stderr tailBuffer
+	stderr.limit = 2048
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("did not finish within %s", timeout)
+		}
+		tail := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndexByte(tail, '\n'); i >= 0 {
+			tail = tail[i+1:]
+		}
+		if tail != "" {
+			return nil, fmt.Errorf("%w: %s", err, tail)
+		}
+		return nil, err
+	}
+	if stdout.over {
+		return nil, errors.New("answer larger than 64 MiB")
+	}
+	return stdout.Bytes(), nil
+}
+
+// limitedBuffer keeps the first limit bytes written to it.
+type limitedBuffer struct {
+	bytes.Buffer
+	limit int
+	over  bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := b.limit - b.Len(); len(p) > room {
+		b.over = true
+		if room > 0 {
+			b.Buffer.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
+}
+
+// tailBuffer keeps the last limit bytes written to it.
+type tailBuffer struct {
+	buf   []byte
+	limit int
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > b.limit {
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-b.limit:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string { return string(b.buf) }
+
+// pyValue is one trait's value in one .py file.
+type pyValue struct {
+	Kind   string          `json:"kind"` // "value", "lazy" or "error"
+	Value  json.RawMessage `json:"value"`
+	Update json.RawMessage `json:"update"` // lazy: the dict given to .update()
+	Other  []string        `json:"other"`  // lazy: other container operations used
+	Error  string          `json:"error"`
+}
+
+// pyResult is the evaluation of one .py file.
+type pyResult struct {
+	File   string             `json:"file"`
+	Error  string             `json:"error"`
+	Line   int                `json:"line"`
+	Values map[string]pyValue `json:"values"`
+}
+
+// evalPyFiles evaluates files with py in one process and returns each
+// file's values of traits ("Section.trait").
+func evalPyFiles(ctx context.Context, e env, py *Python, files []string, traits [][2]string, timeout time.Duration) (map[string]pyResult, error) {
+	req, _ := json.Marshal(map[string]any{"files": files, "traits": traits})
+	out, err := runPython(ctx, e, py.Path, evalScript, req, timeout)
+	if err != nil {
+		return nil, err
+	}
+	var ans struct {
+		Results []pyResult `json:"results"`
+	}
+	if err := json.Unmarshal(out, &ans); err != nil {
+		return nil, fmt.Errorf("unreadable answer from %s: %w", py.Path, err)
+	}
+	m := make(map[string]pyResult, len(ans.Results))
+	for _, r := range ans.Results {
+		m[r.File] = r
+	}
+	return m, nil
+}
