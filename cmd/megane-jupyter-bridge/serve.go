@@ -3,13 +3,191 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/auth"
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/cmd/internal/demotools"
 )
 
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// serveConfig is what the serve flags say.
+type serveConfig struct {
+	port         int
+	host         string
+	unixSocket   string
+	baseURL      string
+	standalone   bool
+	token        string
+	allowOrigins stringList
+	allowHosts   stringList
+	serversFile  string
+	logLevel     string
+	readyFile    string
+	jupyterURL   string
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &serveConfig{}
+	fs.IntVar(&c.port, "port", 0, "TCP port to listen on, on 127.0.0.1 and ::1 (0: pick a free one)")
+	fs.StringVar(&c.host, "host", "", "listen on this address only (default: 127.0.0.1 and ::1)")
+	fs.StringVar(&c.unixSocket, "unix-socket", "", "listen on this unix socket instead of a TCP port")
+	fs.StringVar(&c.baseURL, "base-url", "/", "the Jupyter base URL the bridge is served under")
+	fs.BoolVar(&c.standalone, "standalone", false, "run without Jupyter: require --token (or a generated one) and check Origin")
+	fs.StringVar(&c.token, "token", "", "standalone token (default: a random one, printed)")
+	fs.Var(&c.allowOrigins, "allow-origin", "standalone: an extra Origin to accept (repeatable)")
+	fs.Var(&c.allowHosts, "allow-host", "standalone: an extra Host to accept besides loopback (repeatable)")
+	fs.StringVar(&c.serversFile, "servers", "", "read servers from this {\"mcpServers\": …} JSON file instead of Jupyter's configuration")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.readyFile, "ready-file", "", "write the listening address to this file once ready (for scripts and tests)")
+	fs.StringVar(&c.jupyterURL, "jupyter-url", "", "the parent Jupyter server's URL (default: found from jpserver-<ppid>.json or JUPYTERHUB_SERVICE_URL)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, usageError{}
+		}
+		return nil, usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return nil, usageError{fmt.Sprintf("serve: unexpected argument %q", fs.Arg(0))}
+	}
+	return c, nil
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageError{fmt.Sprintf("--log-level: %v", err)}
+	}
+	return slog.New(auth.RedactingHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))), nil
+}
+
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("serve: not built yet")
+	c, err := parseServeFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, c.logLevel)
+	if err != nil {
+		return err
+	}
+	wiring, err := wire(ctx, c, log, stdout)
+	if err != nil {
+		return err
+	}
+	defer wiring.close()
+
+	b := bridge.New(wiring.opts)
+	listeners, err := listen(c)
+	if err != nil {
+		b.Close()
+		return err
+	}
+	srv := &http.Server{
+		Handler:           b,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	var wg sync.WaitGroup
+	serveErr := make(chan error, len(listeners))
+	for _, l := range listeners {
+		wg.Add(1)
+		go func(l net.Listener) {
+			defer wg.Done()
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- err
+			}
+		}(l)
+	}
+	addr := listeners[0].Addr().String()
+	log.Info("listening", "addr", addr, "base_url", wiring.opts.BaseURL, "mode", wiring.mode)
+	if wiring.announce != nil {
+		wiring.announce(listeners[0].Addr())
+	}
+	if c.readyFile != "" {
+		if err := os.WriteFile(c.readyFile, []byte(addr+"\n"), 0o600); err != nil {
+			log.Warn("cannot write the ready file", "path", c.readyFile, "error", err)
+		}
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case runErr = <-serveErr:
+	}
+	// Stop taking new sockets, then close every tab (their calls are answered)
+	// and stop every server, within 10 s.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		b.Close()
+		close(done)
+	}()
+	_ = srv.Shutdown(shutdownCtx)
+	select {
+	case <-done:
+	case <-shutdownCtx.Done():
+		log.Warn("shutdown took too long")
+	}
+	srv.Close()
+	wg.Wait()
+	return runErr
+}
+
+// listen opens the listeners: a unix socket, or the TCP port on 127.0.0.1
+// and ::1 (::1 is skipped where the machine has no IPv6 loopback).
+func listen(c *serveConfig) ([]net.Listener, error) {
+	if c.unixSocket != "" {
+		_ = os.Remove(c.unixSocket)
+		l, err := net.Listen("unix", c.unixSocket)
+		if err != nil {
+			return nil, fmt.Errorf("cannot listen on %s: %w", c.unixSocket, err)
+		}
+		_ = os.Chmod(c.unixSocket, 0o600)
+		return []net.Listener{l}, nil
+	}
+	if c.host != "" {
+		l, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))
+		if err != nil {
+			return nil, fmt.Errorf("cannot listen on %s port %d: %w", c.host, c.port, err)
+		}
+		return []net.Listener{l}, nil
+	}
+	l4, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)))
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen on 127.0.0.1 port %d: %w (is another program using it?)", c.port, err)
+	}
+	port := l4.Addr().(*net.TCPAddr).Port
+	ls := []net.Listener{l4}
+	if l6, err := net.Listen("tcp", net.JoinHostPort("::1", strconv.Itoa(port))); err == nil {
+		ls = append(ls, l6)
+	}
+	return ls, nil
 }
 
 func runDemoTools(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	return errors.New("demo-tools: not built yet")
+	fs := flag.NewFlagSet("demo-tools", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	return demotools.RunWithOptions(ctx, stdin, stdout, demotools.Options{Version: version, Log: stderr})
 }

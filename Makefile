@@ -1,0 +1,53 @@
+# megane-jupyter-bridge. `make run` starts the bridge on its embedded demo
+# tool server; `make test` runs the tests; `make check` is what CI runs.
+
+GO        ?= go
+BIN       := bin/megane-jupyter-bridge
+PORT      ?= 8765
+FUZZTIME  ?= 10s
+STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/staticcheck)
+
+.PHONY: build run test check lint fuzz fuzz-short bench tidy-check clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/megane-jupyter-bridge
+
+# Standalone mode (no Jupyter, no internet) with the demo tool server from
+# etc/demo-servers.json; prints the URL to open.
+run: build
+	PATH="$(abspath bin):$$PATH" ./$(BIN) serve --standalone --port $(PORT) --servers etc/demo-servers.json
+
+test:
+	$(GO) test -race -count=1 -timeout 25m ./...
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+tidy-check:
+	cp go.mod /tmp/go.mod.check && cp go.sum /tmp/go.sum.check
+	$(GO) mod tidy
+	@if ! cmp -s go.mod /tmp/go.mod.check || ! cmp -s go.sum /tmp/go.sum.check; then \
+		echo "go mod tidy changed go.mod/go.sum: run it and commit"; \
+		cp /tmp/go.mod.check go.mod; cp /tmp/go.sum.check go.sum; exit 1; fi
+
+check: lint tidy-check test fuzz-short
+
+# Every fuzz target, FUZZTIME each (CI: 10s; `make fuzz FUZZTIME=5m` for longer).
+fuzz-short fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+		for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
+			echo "fuzz $$pkg $$f"; \
+			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+fuzz: FUZZTIME = 2m
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 -timeout 30m ./...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,334 @@
+package bridgetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/gorilla/websocket"
+)
+
+// Page is a test client of the bridge's page protocol: what a Builder tab
+// does, over a real WebSocket. It reassembles tools:chunk sequences, keeps
+// every message it received, and lets a test wait for the one it expects.
+type Page struct {
+	Conn *websocket.Conn
+	// FrameLimit is the largest frame Send writes; larger messages are sent
+	// as tools:chunk frames. If zero, 8 MiB.
+	FrameLimit int
+
+	wmu sync.Mutex // serializes writes
+
+	mu        sync.Mutex
+	cond      *sync.Cond
+	msgs      []*Msg               // guarded by mu; every whole message received, in order
+	err       error                // guarded by mu; why the read loop stopped
+	maxFrame  int                  // guarded by mu; the largest frame received
+	frames    int                  // guarded by mu
+	chunks    map[string]*chunkSeq // owned by readLoop
+	nextChunk int                  // guarded by mu; ids of chunk sequences sent
+	done      chan struct{}        // closed by readLoop
+}
+
+type chunkSeq struct {
+	next, count, size int
+	buf               []byte
+}
+
+// Msg is one message from the bridge.
+type Msg struct {
+	Raw    []byte
+	Type   string
+	ID     json.RawMessage
+	OK     *bool
+	Error  *MsgError
+	Fields map[string]json.RawMessage
+
+	taken bool
+}
+
+// MsgError is a failed reply's error object.
+type MsgError struct {
+	Code    string          `json:"code"`
+	Message string          `json:"message"`
+	Server  json.RawMessage `json:"server,omitempty"`
+	Limit   int64           `json:"limit,omitempty"`
+	Size    int64           `json:"size,omitempty"`
+}
+
+// String returns the raw JSON text.
+func (m *Msg) String() string { return string(m.Raw) }
+
+// Str decodes field key as a string ("" if absent).
+func (m *Msg) Str(key string) string {
+	var s string
+	_ = json.Unmarshal(m.Fields[key], &s)
+	return s
+}
+
+// Dial opens a page socket. header may carry Origin, Cookie, Authorization.
+func Dial(ctx context.Context, url string, header http.Header) (*Page, *http.Response, error) {
+	d := websocket.Dialer{ReadBufferSize: 64 << 10, WriteBufferSize: 64 << 10}
+	conn, resp, err := d.DialContext(ctx, url, header)
+	if err != nil {
+		return nil, resp, err
+	}
+	conn.SetReadLimit(-1)
+	p := &Page{Conn: conn, chunks: map[string]*chunkSeq{}, done: make(chan struct{})}
+	p.cond = sync.NewCond(&p.mu)
+	go p.readLoop()
+	return p, resp, nil
+}
+
+// Close closes the socket and waits for the read loop.
+func (p *Page) Close() error {
+	p.wmu.Lock()
+	_ = p.Conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+	p.wmu.Unlock()
+	err := p.Conn.Close()
+	<-p.done
+	return err
+}
+
+// Drop closes the TCP connection without a close frame (a crashed tab).
+func (p *Page) Drop() {
+	p.Conn.UnderlyingConn().Close()
+	<-p.done
+}
+
+// Done is closed when the socket has stopped reading.
+func (p *Page) Done() <-chan struct{} { return p.done }
+
+// Err is why the read loop stopped (a *websocket.CloseError for a close frame).
+func (p *Page) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// MaxFrame is the largest frame received so far, and the number of frames.
+func (p *Page) MaxFrame() (size, frames int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.maxFrame, p.frames
+}
+
+func (p *Page) readLoop() {
+	defer close(p.done)
+	for {
+		_, data, err := p.Conn.ReadMessage()
+		p.mu.Lock()
+		if err != nil {
+			p.err = err
+			p.cond.Broadcast()
+			p.mu.Unlock()
+			return
+		}
+		p.frames++
+		if len(data) > p.maxFrame {
+			p.maxFrame = len(data)
+		}
+		p.mu.Unlock()
+		whole, err := p.reassemble(data)
+		if err != nil {
+			p.mu.Lock()
+			p.err = err
+			p.cond.Broadcast()
+			p.mu.Unlock()
+			p.Conn.Close()
+			return
+		}
+		if whole == nil {
+			continue
+		}
+		m, err := parseMsg(whole)
+		p.mu.Lock()
+		if err != nil {
+			p.err = err
+		} else {
+			p.msgs = append(p.msgs, m)
+		}
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	}
+}
+
+func (p *Page) reassemble(frame []byte) ([]byte, error) {
+	var head struct {
+		Type  string          `json:"type"`
+		ID    json.RawMessage `json:"id"`
+		Seq   int             `json:"seq"`
+		Count int             `json:"count"`
+		Size  int             `json:"size"`
+		Data  *string         `json:"data"`
+	}
+	if err := json.Unmarshal(frame, &head); err != nil {
+		return nil, fmt.Errorf("bridge sent a frame that is not JSON: %w", err)
+	}
+	if head.Type != "tools:chunk" || head.Data == nil {
+		return frame, nil
+	}
+	key := string(head.ID)
+	seq := p.chunks[key]
+	if seq == nil {
+		if head.Seq != 0 {
+			return nil, fmt.Errorf("chunk sequence %s starts at %d", key, head.Seq)
+		}
+		seq = &chunkSeq{count: head.Count, size: head.Size, buf: make([]byte, 0, head.Size)}
+		p.chunks[key] = seq
+	}
+	if head.Seq != seq.next || head.Count != seq.count || head.Size != seq.size {
+		return nil, fmt.Errorf("chunk sequence %s out of order: seq %d, expected %d", key, head.Seq, seq.next)
+	}
+	seq.buf = append(seq.buf, *head.Data...)
+	seq.next++
+	if seq.next < seq.count {
+		return nil, nil
+	}
+	delete(p.chunks, key)
+	if len(seq.buf) != seq.size {
+		return nil, fmt.Errorf("chunk sequence %s: %d bytes, size says %d", key, len(seq.buf), seq.size)
+	}
+	return seq.buf, nil
+}
+
+func parseMsg(raw []byte) (*Msg, error) {
+	m := &Msg{Raw: raw}
+	if err := json.Unmarshal(raw, &m.Fields); err != nil {
+		return nil, fmt.Errorf("bridge sent a message that is not a JSON object: %w", err)
+	}
+	_ = json.Unmarshal(m.Fields["type"], &m.Type)
+	m.ID = m.Fields["id"]
+	if ok, has := m.Fields["ok"]; has {
+		var b bool
+		_ = json.Unmarshal(ok, &b)
+		m.OK = &b
+	}
+	if e, has := m.Fields["error"]; has {
+		m.Error = &MsgError{}
+		_ = json.Unmarshal(e, m.Error)
+	}
+	return m, nil
+}
+
+// Send writes v as one message, in chunks when it is larger than FrameLimit.
+func (p *Page) Send(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return p.SendText(b)
+}
+
+// SendText writes a message's text, in chunks when it is too large.
+func (p *Page) SendText(b []byte) error {
+	limit := p.FrameLimit
+	if limit == 0 {
+		limit = 8 << 20
+	}
+	if len(b) <= limit {
+		return p.SendFrame(b)
+	}
+	p.mu.Lock()
+	p.nextChunk++
+	id := "p" + strconv.Itoa(p.nextChunk)
+	p.mu.Unlock()
+	piece := limit / 2 // JSON escaping at most doubles ASCII JSON text
+	var ends []int
+	for i := 0; i < len(b); {
+		end := i + piece
+		if end >= len(b) {
+			end = len(b)
+		} else {
+			for end > i && !utf8.RuneStart(b[end]) {
+				end--
+			}
+		}
+		ends = append(ends, end)
+		i = end
+	}
+	start := 0
+	for seq, end := range ends {
+		frame, _ := json.Marshal(map[string]any{"type": "tools:chunk", "id": id, "seq": seq,
+			"count": len(ends), "size": len(b), "data": string(b[start:end])})
+		if err := p.SendFrame(frame); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// SendFrame writes one text frame as is.
+func (p *Page) SendFrame(b []byte) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	return p.Conn.WriteMessage(websocket.TextMessage, b)
+}
+
+// Wait returns the first message not yet taken that match accepts, waiting
+// for it until ctx ends or the socket closes.
+func (p *Page) Wait(ctx context.Context, match func(*Msg) bool) (*Msg, error) {
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		for _, m := range p.msgs {
+			if !m.taken && match(m) {
+				m.taken = true
+				return m, nil
+			}
+		}
+		if p.err != nil {
+			return nil, fmt.Errorf("socket closed while waiting: %w", p.err)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		p.cond.Wait()
+	}
+}
+
+// Reply waits for the reply of type typ to request id.
+func (p *Page) Reply(ctx context.Context, typ string, id any) (*Msg, error) {
+	want, _ := json.Marshal(id)
+	return p.Wait(ctx, func(m *Msg) bool {
+		return m.Type == typ && m.OK != nil && string(m.ID) == string(want)
+	})
+}
+
+// Request sends v (which must have "type" and "id") and waits for its reply.
+func (p *Page) Request(ctx context.Context, v map[string]any) (*Msg, error) {
+	if err := p.Send(v); err != nil {
+		return nil, err
+	}
+	typ, _ := v["type"].(string)
+	return p.Reply(ctx, typ, v["id"])
+}
+
+// All returns every message received so far (taken or not).
+func (p *Page) All() []*Msg {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*Msg(nil), p.msgs...)
+}
+
+// CloseError returns the close frame the bridge sent, if the socket ended
+// with one.
+func (p *Page) CloseError() *websocket.CloseError {
+	var ce *websocket.CloseError
+	if errors.As(p.Err(), &ce) {
+		return ce
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+
+	"github.com/megane-labs/megane-jupyter-bridge/auth"
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
+)
+
+// wiring is what serve builds from its flags.
+type wiring struct {
+	opts     bridge.Options
+	mode     string               // "standalone" or "jupyter"
+	announce func(addr net.Addr)  // prints how to connect, once listening
+	closers  []func()             // run by close, last first
+}
+
+func (w *wiring) close() {
+	for i := len(w.closers) - 1; i >= 0; i-- {
+		w.closers[i]()
+	}
+}
+
+func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Writer) (*wiring, error) {
+	w := &wiring{}
+	jopts := jupyter.Options{}
+	catalog, admin, err := newCatalog(ctx, c, jopts, log)
+	if err != nil {
+		return nil, err
+	}
+	w.opts = bridge.Options{
+		Catalog:           catalog,
+		Logger:            log,
+		Version:           version,
+		BaseURL:           c.baseURL,
+		FrameLimit:        admin.FrameLimit,
+		InboundLimit:      admin.InboundLimit,
+		ResultLimit:       admin.ResultLimit,
+		MaxCallsPerTab:    admin.MaxCallsPerTab,
+		MaxCallsPerServer: admin.MaxCallsPerServer,
+		InitTimeout:       admin.InitTimeout,
+		CallTimeoutMax:    admin.CallTimeoutMax,
+		StripEnv:          admin.StripEnv,
+	}
+	keyPath, err := jupyter.ReceiptKeyPath(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("cannot locate the approval key: %w", err)
+	}
+	key, err := auth.LoadOrCreateKey(keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read or create the approval key %s: %w", keyPath, err)
+	}
+	w.opts.Approvals = auth.NewReceipts(key, auth.ReceiptOptions{KeyFile: keyPath})
+
+	if c.standalone {
+		w.mode = "standalone"
+		token := c.token
+		if token == "" {
+			token, err = auth.NewToken()
+			if err != nil {
+				return nil, err
+			}
+		}
+		w.opts.Gate = auth.NewStandalone(auth.StandaloneOptions{
+			Token: token, AllowOrigins: c.allowOrigins, AllowHosts: c.allowHosts, Logger: log,
+		})
+		w.announce = func(addr net.Addr) {
+			base := w.opts.BaseURL
+			if base == "" {
+				base = "/"
+			}
+			host := addr.String()
+			if addr.Network() == "unix" {
+				fmt.Fprintf(stdout, "megane-jupyter-bridge %s listening on unix socket %s\n", version, host)
+				return
+			}
+			fmt.Fprintf(stdout, "megane-jupyter-bridge %s (standalone) is ready.\n", version)
+			fmt.Fprintf(stdout, "  status page: http://%s%smegane/builder-tools/?token=%s\n", host, base, token)
+			fmt.Fprintf(stdout, "  WebSocket:   ws://%s%smegane/builder-tools/ws?token=%s\n", host, base, token)
+		}
+		return w, nil
+	}
+	return nil, usageError{"serve: Jupyter authentication is not available in this build: use --standalone"}
+}
+
+// newCatalog returns the servers' source: the --servers file, or Jupyter's
+// configuration.
+func newCatalog(ctx context.Context, c *serveConfig, jopts jupyter.Options, log *slog.Logger) (bridge.Catalog, jupyter.AdminSettings, error) {
+	if c.serversFile != "" {
+		cfg, err := jupyter.LoadServersFile(c.serversFile, jopts)
+		if err != nil {
+			return nil, jupyter.AdminSettings{}, err
+		}
+		return bridge.StaticCatalog(snapshotOf(cfg)), cfg.Admin, nil
+	}
+	watcher := jupyter.NewWatcher(jopts)
+	cfg := watcher.Current(ctx)
+	return bridge.CatalogFunc(func(ctx context.Context) bridge.Snapshot {
+		return snapshotOf(watcher.Current(ctx))
+	}), cfg.Admin, nil
+}
+
+// snapshotOf converts the jupyter package's configuration into the bridge's
+// view of it.
+func snapshotOf(cfg *jupyter.Config) bridge.Snapshot {
+	var snap bridge.Snapshot
+	for _, e := range cfg.Entries {
+		snap.Servers = append(snap.Servers, bridge.ServerSpec{
+			Name: e.Name, Transport: e.Transport,
+			Command: e.Command, Args: e.Args, Env: e.Env, Cwd: e.Cwd,
+			URL: e.URL, Headers: e.Headers,
+			Source: e.Source, Fingerprint: e.Fingerprint, Warnings: e.Warnings,
+		})
+	}
+	for _, p := range cfg.Problems {
+		snap.Problems = append(snap.Problems, bridge.Problem{File: p.File, Server: p.Server, Key: p.Key, Message: p.Message})
+	}
+	for _, f := range cfg.Files {
+		snap.Settings.Files = append(snap.Settings.Files, bridge.SettingsFile(f))
+	}
+	uf := bridge.SettingsFile(cfg.UserFile)
+	if uf.Path != "" {
+		snap.Settings.UserFile = &uf
+	}
+	return snap
+}
