@@ -387,7 +387,7 @@ func readJSONConfig(path string, data []byte) (map[string]traitValue, []Problem)
 		if err != nil {
 			msg = "not valid JSON: " + describeJSONError(data, err)
 		}
-		return nil, []Problem{{File: path, Message: fmt.Sprintf("%s: %s; Jupyter skips the whole file too: fix it", path, msg)}}
+		return nil, []Problem{{File: path, Message: fmt.Sprintf("%s: %s; Jupyter ignores the whole file (and jupyter_server 1.x does not start at all with a broken jupyter_server_config.json): fix it", path, msg)}}
 	}
 	var probs []Problem
 	for _, st := range [][2]string{{sectionTools, traitServers}, {sectionProxy, traitProxy}} {
