@@ -55,8 +55,8 @@ type RecordedRequest struct {
 //
 // Built-in tools when FixtureList is empty: echo and slow (as in Serve).
 type HTTPReplay struct {
-	opts      HTTPOptions // read-only after NewHTTPReplay
-	listBody  []byte      // the tools/list result; read-only
+	opts       HTTPOptions // read-only after NewHTTPReplay
+	listBody   []byte      // the tools/list result; read-only
 	callBodies map[string][]byte
 
 	mu       sync.Mutex                   // guards everything below
