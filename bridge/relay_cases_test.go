@@ -2,7 +2,6 @@ package bridge_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -428,7 +427,9 @@ func TestMalformedChunks(t *testing.T) {
 	if string(m.ID) != `"open4"` {
 		t.Fatalf("the fifth sequence must be refused: %s", m)
 	}
-	// A sequence carrying a whole message works.
+	// A sequence carrying a whole message works (on a fresh page: this one
+	// still has four sequences open).
+	p = h.page(ctx)
 	for i, piece := range []string{servers[:10], servers[10:]} {
 		p.Send(frame("ok", i, 2, len(servers), piece))
 	}

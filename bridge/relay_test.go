@@ -175,11 +175,12 @@ func journalMethods(t testing.TB, path string) []string {
 		if line == "" {
 			continue
 		}
-		var e struct {
-			Method string `json:"method"`
-		}
+		var e bridgetest.JournalEntry
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatalf("journal line %q: %v", line, err)
+		}
+		if e.Start || e.Response != nil {
+			continue
 		}
 		methods = append(methods, e.Method)
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -466,6 +467,11 @@ func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
 	params.SetProgressToken(c.token)
 	_, err := s.cs.CallTool(ctx, params)
 	raw, rpcErr, got := slot.get()
+	var wire *jsonrpc.Error
+	if rpcErr == nil && errors.As(err, &wire) && wire.Code == CodeTooLarge {
+		// The transport synthesized it without the tap seeing it.
+		rpcErr = &rpcError{Code: wire.Code, Message: wire.Message, Data: wire.Data}
+	}
 	switch {
 	case rpcErr != nil && rpcErr.Code == CodeTooLarge:
 		e := errorf(CodeTooLargeErr, "%s: the result is larger than the bridge's limit of %d bytes", s.spec.Name, s.b.opts.ResultLimit)
