@@ -132,7 +132,13 @@ func parseAdmin(path, text string) (*adminFile, []Problem) {
 	if _, err := toml.Decode(text, &m); err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, []Problem{{File: path, Message: fmt.Sprintf("%s:%d: %s; the whole file is ignored until it is fixed", path, pe.Position.Line, pe.Message)}}
+			line := pe.Position.Line
+			if st := pe.Position.Start; st >= 0 && st < len(text) {
+				// The line holding the offending byte, even when that byte is
+				// the newline ending it (toml counts that as the next line).
+				line = 1 + strings.Count(text[:st], "\n")
+			}
+			return nil, []Problem{{File: path, Message: fmt.Sprintf("%s:%d: %s; the whole file is ignored until it is fixed", path, line, pe.Message)}}
 		}
 		return nil, []Problem{{File: path, Message: fmt.Sprintf("%s: %v; the whole file is ignored until it is fixed", path, err)}}
 	}

@@ -1,6 +1,8 @@
 package jupyter
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,4 +113,9 @@ func entryByName(cfg *Config, name string) (Entry, bool) {
 		}
 	}
 	return Entry{}, false
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

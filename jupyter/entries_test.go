@@ -1,0 +1,301 @@
+package jupyter
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func noPython(s *sandbox) Options {
+	o := s.opts()
+	o.Python = "none"
+	return o
+}
+
+// TestBadEntriesReportedGoodOnesKept puts every kind of bad entry next to
+// a good one and checks that each is reported with its file and name while
+// the good one is offered.
+func TestBadEntriesReportedGoodOnesKept(t *testing.T) {
+	s := newSandbox(t)
+	s.exe("good-tool")
+	file := s.write("home/.jupyter/jupyter_server_config.json", `{"MeganeBuilderTools": {"mcp_servers": {
+		"good": {"command": "good-tool", "args": ["--root", "${workspaceFolder}"], "env": {"A": "${userHome}/x"}, "cwd": "sub"},
+		"lab-tools": {"url": "http://tools.example.org/mcp"},
+		"remote": {"url": "https://tools.example.org/mcp", "headers": {"Authorization": "Bearer t"}},
+		"local-http": {"type": "http", "url": "http://127.0.0.1:8765/mcp"},
+		"wrong-types": {"command": 5, "args": "x"},
+		"unknown-key": {"command": "good-tool", "autoApprove": []},
+		"both": {"command": "a", "url": "https://x"},
+		"neither": {"args": []},
+		"bad-type": {"type": "sse", "url": "https://x"},
+		"type-mismatch": {"type": "http", "command": "good-tool"},
+		"missing-cmd": {"command": "no-such-command-xyz"},
+		"bad-var": {"command": "good-tool", "args": ["${foo}"]},
+		"creds": {"command": "good-tool", "env": {"T": "${env:JUPYTERHUB_API_TOKEN}"}},
+		"userinfo": {"url": "https://u:p@example.org/mcp"},
+		"not-object": ["x"]
+	}}}`)
+	cfg, err := Load(context.Background(), noPython(s))
+	must(t, err)
+	probs := problemsText(cfg.Problems)
+	for name, want := range map[string]string{
+		"lab-tools":     `server "lab-tools": url must use https unless the host is loopback`,
+		"wrong-types":   `server "wrong-types": command must be a string, found a number`,
+		"unknown-key":   `server "unknown-key": unknown key "autoApprove"`,
+		"both":          `server "both": an entry has either command (stdio) or url (http), not both`,
+		"neither":       `server "neither": the entry needs command`,
+		"bad-type":      `server "bad-type": type must be "stdio" or "http", found "sse"`,
+		"type-mismatch": `server "type-mismatch": type is "http" but the entry has command`,
+		"bad-var":       `server "bad-var": unknown variable ${foo}`,
+		"creds":         `server "creds": ${env:JUPYTERHUB_API_TOKEN} names a variable the bridge removes`,
+		"userinfo":      `server "userinfo": url must not contain a user name or password`,
+		"not-object":    `server "not-object": the entry must be an object`,
+	} {
+		if !strings.Contains(probs, file+": "+want) {
+			t.Errorf("%s: no problem %q in\n%s", name, file+": "+want, probs)
+		}
+		if _, ok := entryByName(cfg, name); ok {
+			t.Errorf("%s is offered despite its problem", name)
+		}
+	}
+	good, ok := entryByName(cfg, "good")
+	if !ok {
+		t.Fatalf("the good entry is missing; problems:\n%s", probs)
+	}
+	if good.Command != filepath.Join(s.bin, "good-tool") {
+		t.Errorf("command = %q, want the resolved path", good.Command)
+	}
+	if good.Args[1] != s.root || good.Env["A"] != s.home+"/x" || good.Cwd != filepath.Join(s.root, "sub") {
+		t.Errorf("substitution: args %q env %q cwd %q", good.Args, good.Env, good.Cwd)
+	}
+	if good.Source != file || good.Level != LevelUser || !strings.HasPrefix(good.Fingerprint, "sha256:") {
+		t.Errorf("source %q level %q fingerprint %q", good.Source, good.Level, good.Fingerprint)
+	}
+	if len(good.Warnings) != 1 || !strings.Contains(good.Warnings[0], "cwd") {
+		t.Errorf("want one warning about the missing cwd, got %q", good.Warnings)
+	}
+	for _, name := range []string{"remote", "local-http"} {
+		if e, ok := entryByName(cfg, name); !ok || e.Transport != TransportHTTP {
+			t.Errorf("%s: not offered as http: %+v", name, e)
+		}
+	}
+	missing, ok := entryByName(cfg, "missing-cmd")
+	if !ok || len(missing.Warnings) == 0 || !strings.Contains(missing.Warnings[0], file+`: server "missing-cmd": command "no-such-command-xyz" was not found on PATH`) {
+		t.Errorf("missing command: offered %v with warnings %q", ok, missing.Warnings)
+	}
+	if len(cfg.Files) != 1 || cfg.Files[0].Path != file || !cfg.Files[0].Exists {
+		t.Errorf("Files = %+v", cfg.Files)
+	}
+	if cfg.UserFile.Path != file || !cfg.UserFile.Exists || cfg.UserFile.Relative != "" {
+		t.Errorf("UserFile = %+v", cfg.UserFile)
+	}
+}
+
+func TestUserFileRelativeInsideRoot(t *testing.T) {
+	s := newSandbox(t)
+	s.vars["JUPYTER_CONFIG_DIR"] = filepath.Join(s.root, ".jupyter")
+	cfg, err := Load(context.Background(), noPython(s))
+	must(t, err)
+	if cfg.UserFile.Relative != ".jupyter/jupyter_server_config.json" || cfg.UserFile.Exists {
+		t.Errorf("UserFile = %+v", cfg.UserFile)
+	}
+}
+
+// TestDefaultServer covers the default server's three states, its
+// replacement and hiding.
+func TestDefaultServer(t *testing.T) {
+	t.Run("on PATH", func(t *testing.T) {
+		s := newSandbox(t)
+		p := s.exe(DefaultServerName)
+		s.exe("uvx")
+		cfg, _ := Load(context.Background(), noPython(s))
+		e, ok := entryByName(cfg, DefaultServerName)
+		if !ok || e.Command != p || len(e.Args) != 0 || len(e.Warnings) != 0 || e.Source != "default" {
+			t.Errorf("got %+v", e)
+		}
+	})
+	t.Run("in ~/.local/bin", func(t *testing.T) {
+		s := newSandbox(t)
+		p := s.write("home/.local/bin/"+DefaultServerName, "#!/bin/sh\n")
+		must(t, os.Chmod(p, 0o755))
+		cfg, _ := Load(context.Background(), noPython(s))
+		if e, _ := entryByName(cfg, DefaultServerName); e.Command != p {
+			t.Errorf("got %+v", e)
+		}
+	})
+	t.Run("via uvx", func(t *testing.T) {
+		s := newSandbox(t)
+		uvx := s.exe("uvx")
+		cfg, _ := Load(context.Background(), noPython(s))
+		e, _ := entryByName(cfg, DefaultServerName)
+		want := uvx + " --from " + DefaultServerSource + " " + DefaultServerName
+		if e.CommandLine() != want || len(e.Warnings) != 1 || !strings.Contains(e.Warnings[0], "runs through uvx") {
+			t.Errorf("got %q warnings %q, want %q", e.CommandLine(), e.Warnings, want)
+		}
+	})
+	t.Run("neither", func(t *testing.T) {
+		s := newSandbox(t)
+		s.vars["PATH"] = s.bin
+		cfg, _ := Load(context.Background(), noPython(s))
+		e, ok := entryByName(cfg, DefaultServerName)
+		if !ok || e.Command != "uvx" || len(e.Warnings) != 1 || !strings.Contains(e.Warnings[0], "install uv") {
+			t.Errorf("got %+v", e)
+		}
+	})
+	t.Run("replaced", func(t *testing.T) {
+		s := newSandbox(t)
+		s.exe("uvx")
+		file := s.write("home/.jupyter/jupyter_server_config.json", `{"MeganeBuilderTools": {"mcp_servers": {"megane-builder-tools": {"url": "https://tools.example.org/mcp"}}}}`)
+		cfg, _ := Load(context.Background(), noPython(s))
+		e, _ := entryByName(cfg, DefaultServerName)
+		if e.URL != "https://tools.example.org/mcp" || e.Source != file || len(cfg.Entries) != 1 {
+			t.Errorf("got %+v", cfg.Entries)
+		}
+	})
+	t.Run("hidden", func(t *testing.T) {
+		s := newSandbox(t)
+		s.write("home/.jupyter/jupyter_server_config.json", `{"MeganeBuilderTools": {"mcp_servers": {"megane-builder-tools": null}}}`)
+		cfg, _ := Load(context.Background(), noPython(s))
+		if len(cfg.Entries) != 0 {
+			t.Errorf("got %+v", cfg.Entries)
+		}
+	})
+	t.Run("hidden by the admin", func(t *testing.T) {
+		s := newSandbox(t)
+		s.vars["JUPYTER_CONFIG_PATH"] = filepath.Join(s.dir, "etc")
+		s.write("etc/"+AdminFileName, "default_server = false\n")
+		cfg, _ := Load(context.Background(), noPython(s))
+		if len(cfg.Entries) != 0 {
+			t.Errorf("got %+v; problems %s", cfg.Entries, problemsText(cfg.Problems))
+		}
+	})
+}
+
+func TestPyWithoutPythonIsReported(t *testing.T) {
+	s := newSandbox(t)
+	s.write("home/.jupyter/jupyter_server_config.json", `{"MeganeBuilderTools": {"mcp_servers": {"j": {"url": "https://x.example/mcp"}}}}`)
+	py := s.write("home/.local/etc/jupyter/jupyter_server_config.py", "c.MeganeBuilderTools.mcp_servers = {}\n")
+	s.write("home/.local/etc/jupyter/jupyter_config.py", "c.ServerApp.ip = 'x'\n")
+	cfg, err := Load(context.Background(), noPython(s))
+	must(t, err)
+	if _, ok := entryByName(cfg, "j"); !ok {
+		t.Error("the JSON entry is missing")
+	}
+	probs := problemsText(cfg.Problems)
+	if !strings.Contains(probs, py+": defines MeganeBuilderTools but cannot be evaluated") || strings.Count(probs, "cannot be evaluated") != 1 {
+		t.Errorf("problems:\n%s", probs)
+	}
+}
+
+func TestPyWithRealPython(t *testing.T) {
+	needJupyter(t)
+	s := newSandbox(t)
+	s.vars["PATH"] = s.bin + ":/usr/bin:/bin"
+	s.write("home/.jupyter/jupyter_server_config.py", "import sys\nprint('noise on stdout')\nc.MeganeBuilderTools.mcp_servers = {'p': {'url': 'https://p.example/mcp', 'headers': {'X': 'y'}}}\nc.ServerProxy.servers = {'other': {'command': ['x']}}\n")
+	cfg, err := Load(context.Background(), s.opts())
+	must(t, err)
+	if e, ok := entryByName(cfg, "p"); !ok || e.Headers["X"] != "y" {
+		t.Errorf("entry p: %+v; problems:\n%s", e, problemsText(cfg.Problems))
+	}
+	if _, ok := cfg.ServerProxy.Servers["other"]; !ok {
+		t.Errorf("ServerProxy = %+v", cfg.ServerProxy)
+	}
+}
+
+func TestAdminSettings(t *testing.T) {
+	s := newSandbox(t)
+	s.exe("tool")
+	s.vars["JUPYTER_CONFIG_PATH"] = filepath.Join(s.dir, "etc")
+	s.write("etc/"+AdminFileName, `allow_user_servers = false
+strip_env_extra = ["MY_SECRET", "CLOUD_*"]
+
+[limits]
+frame_limit = "4MiB"
+result_limit = 1048576
+init_timeout = "2m"
+call_timeout_max = 600
+max_calls_per_tab = 4
+frmae_limit = 3
+
+[mcp_servers.shipped]
+command = "tool"
+args = ["--x"]
+
+[mcp_servers.broken]
+url = "http://example.org/mcp"
+`)
+	user := s.write("home/.jupyter/jupyter_server_config.json", `{"MeganeBuilderTools": {"mcp_servers": {"mine": {"command": "tool"}}}}`)
+	ignored := s.write("home/.jupyter/"+AdminFileName, "allow_user_servers = true\n")
+	cfg, err := Load(context.Background(), noPython(s))
+	must(t, err)
+	a := cfg.Admin
+	if a.FrameLimit != 4<<20 || a.ResultLimit != 1<<20 || a.InitTimeout != 2*time.Minute || a.CallTimeoutMax != 10*time.Minute || a.MaxCallsPerTab != 4 || a.AllowUserServers {
+		t.Errorf("admin = %+v", a)
+	}
+	if !a.Strips("JUPYTERHUB_API_TOKEN") || !a.Strips("MY_SECRET") || !a.Strips("CLOUD_KEY") || a.Strips("JUPYTERHUB_USER") {
+		t.Errorf("strip list %q", a.StripEnv)
+	}
+	if got := a.FilterEnv([]string{"JUPYTER_TOKEN=x", "PATH=/bin", "CLOUD_A=b"}); len(got) != 1 || got[0] != "PATH=/bin" {
+		t.Errorf("FilterEnv = %q", got)
+	}
+	probs := problemsText(cfg.Problems)
+	toml := filepath.Join(s.dir, "etc", AdminFileName)
+	for _, want := range []string{
+		toml + `:10: limits.frmae_limit: unknown key`,
+		toml + `:17: server "broken": url must use https`,
+		user + ": MeganeBuilderTools.mcp_servers is ignored: the admin allows only servers from env and system configuration",
+		ignored + ": ignored: admin settings are read only from the env and system config directories",
+	} {
+		if !strings.Contains(probs, want) {
+			t.Errorf("no problem %q in\n%s", want, probs)
+		}
+	}
+	if e, ok := entryByName(cfg, "shipped"); !ok || e.Level != LevelAdmin || e.Source != toml {
+		t.Errorf("shipped: %+v", e)
+	}
+	if _, ok := entryByName(cfg, "mine"); ok {
+		t.Error("a user server is offered although the admin forbids them")
+	}
+}
+
+func TestAdminSyntaxError(t *testing.T) {
+	s := newSandbox(t)
+	s.vars["JUPYTER_CONFIG_PATH"] = filepath.Join(s.dir, "etc")
+	toml := s.write("etc/"+AdminFileName, "allow_user_servers = true\n[limits\nframe_limit = 1\n")
+	s.write("home/.jupyter/jupyter_server_config.json", `{"MeganeBuilderTools": {"mcp_servers": {"ok": {"url": "https://ok.example/mcp"}}}}`)
+	cfg, _ := Load(context.Background(), noPython(s))
+	if !strings.Contains(problemsText(cfg.Problems), toml+":2: ") {
+		t.Errorf("problems:\n%s", problemsText(cfg.Problems))
+	}
+	if _, ok := entryByName(cfg, "ok"); !ok {
+		t.Error("the good JSON entry is missing")
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	base := Entry{Transport: TransportStdio, Command: "/bin/x", Args: []string{"a", "b"}, Env: map[string]string{"K": "v"}, Cwd: "/w"}
+	fp := Fingerprint(base)
+	// The documented encoding (CONFIG.md), computed independently.
+	if fp != "sha256:"+sha256Hex("20:megane-fingerprint-1,5:stdio,6:/bin/x,1:2,1:a,1:b,1:1,1:K,1:v,2:/w,") {
+		t.Errorf("fingerprint %s does not follow the documented encoding", fp)
+	}
+	variants := []Entry{
+		{Transport: TransportStdio, Command: "/bin/x", Args: []string{"ab"}, Env: map[string]string{"K": "v"}, Cwd: "/w"},
+		{Transport: TransportStdio, Command: "/bin/x", Args: []string{"a", "b"}, Env: map[string]string{"K": "w"}, Cwd: "/w"},
+		{Transport: TransportStdio, Command: "/bin/x", Args: []string{"a", "b"}, Env: map[string]string{"K": "v"}},
+		{Transport: TransportHTTP, URL: "https://x"},
+	}
+	for i, v := range variants {
+		if Fingerprint(v) == fp {
+			t.Errorf("variant %d has the same fingerprint", i)
+		}
+	}
+	h1 := Fingerprint(Entry{Transport: TransportHTTP, URL: "https://x", Headers: map[string]string{"A": "1", "b": "2"}})
+	h2 := Fingerprint(Entry{Transport: TransportHTTP, URL: "https://x", Headers: map[string]string{"a": "1", "B": "2"}})
+	if h1 != h2 {
+		t.Error("header name case changes the fingerprint")
+	}
+}
