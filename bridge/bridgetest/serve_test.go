@@ -580,4 +580,3 @@ func FuzzHandleLine(f *testing.F) {
 		}
 	})
 }
-
