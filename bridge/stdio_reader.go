@@ -1,0 +1,385 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// msgReader turns a server's stdout into JSON-RPC messages: one message per
+// line, skipping lines that are not JSON objects or not valid JSON-RPC, and
+// replacing a response over the size limit by an error response for its id.
+// It is owned by one goroutine.
+type msgReader struct {
+	r      io.Reader
+	max    int64
+	filter func([]byte) []byte
+	log    *slog.Logger
+
+	buf      []byte // read buffer of readChunk bytes; buf[pos:end] is unconsumed
+	pos, end int
+	err      error // sticky error from r, returned once buf is drained
+}
+
+func newMsgReader(r io.Reader, max int64, filter func([]byte) []byte, log *slog.Logger) *msgReader {
+	return &msgReader{r: r, max: max, filter: filter, log: log, buf: make([]byte, readChunk)}
+}
+
+// oversize describes a line longer than the limit, which was discarded.
+type oversize struct {
+	size int64
+	scan topScanner
+}
+
+// next returns the next message, or the read error (io.EOF at the end).
+func (m *msgReader) next() (jsonrpc.Message, error) {
+	for {
+		line, big, err := m.readLine()
+		if err != nil {
+			return nil, err
+		}
+		var msg jsonrpc.Message
+		if big != nil {
+			msg = m.tooLarge(big)
+		} else {
+			msg = m.decode(line)
+		}
+		if msg != nil {
+			return msg, nil
+		}
+	}
+}
+
+// decode decodes one complete line, or logs why it is skipped and returns nil.
+func (m *msgReader) decode(line []byte) jsonrpc.Message {
+	data := bytes.TrimSpace(line)
+	if len(data) == 0 {
+		m.log.Debug("skipping a blank line on the server's stdout")
+		return nil
+	}
+	if data[0] != '{' {
+		m.log.Warn("skipping a line on the server's stdout that is not a JSON-RPC message", "line", logLine(data))
+		return nil
+	}
+	if m.filter != nil {
+		data = m.filter(data)
+		if len(data) == 0 {
+			return nil
+		}
+	}
+	msg, err := jsonrpc.DecodeMessage(data)
+	if err != nil {
+		m.log.Warn("skipping an invalid JSON-RPC message on the server's stdout", "line", logLine(data), "error", err)
+		return nil
+	}
+	return msg
+}
+
+// tooLarge builds the error response for an oversized response, or logs why
+// there is none and returns nil.
+func (m *msgReader) tooLarge(o *oversize) jsonrpc.Message {
+	s := &o.scan
+	switch {
+	case !s.object:
+		m.log.Warn("skipping an oversized line on the server's stdout that is not a JSON-RPC message", "size", o.size, "limit", m.max)
+		return nil
+	case s.hasMethod:
+		m.log.Warn("dropping an oversized request or notification from the server", "size", o.size, "limit", m.max)
+		return nil
+	}
+	id, ok := s.id()
+	if !ok {
+		m.log.Error("dropping an oversized message from the server whose id could not be read; its call will time out", "size", o.size, "limit", m.max)
+		return nil
+	}
+	data, _ := json.Marshal(map[string]int64{"size": o.size, "limit": m.max})
+	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{
+		Code:    CodeTooLarge,
+		Message: fmt.Sprintf("result of %d bytes exceeds the limit of %d bytes", o.size, m.max),
+		Data:    data,
+	}}
+}
+
+// fill reads once into buf after the unconsumed bytes, moving them to the
+// front first. It records a read error.
+func (m *msgReader) fill() {
+	if m.pos > 0 {
+		m.end = copy(m.buf, m.buf[m.pos:m.end])
+		m.pos = 0
+	}
+	n, err := m.r.Read(m.buf[m.end:])
+	m.end += n
+	if err != nil {
+		m.err = err
+	} else if n == 0 {
+		m.err = io.ErrNoProgress
+	}
+}
+
+// readLine returns the next line without its newline, in a slice the caller
+// owns; or, for a line over the limit, its description; or the read error
+// once everything read before it was returned. A last line without a newline
+// counts as a line.
+func (m *msgReader) readLine() ([]byte, *oversize, error) {
+	// Short lines are found in the read buffer and copied out.
+	for {
+		if i := bytes.IndexByte(m.buf[m.pos:m.end], '\n'); i >= 0 {
+			seg := m.buf[m.pos : m.pos+i]
+			m.pos += i + 1
+			if int64(len(seg)) > m.max {
+				o := &oversize{size: int64(len(seg))}
+				o.scan.feed(seg)
+				return nil, o, nil
+			}
+			return bytes.Clone(seg), nil, nil
+		}
+		if m.err != nil {
+			if m.pos == m.end {
+				return nil, nil, m.err
+			}
+			seg := m.buf[m.pos:m.end]
+			m.pos = m.end
+			if int64(len(seg)) > m.max {
+				o := &oversize{size: int64(len(seg))}
+				o.scan.feed(seg)
+				return nil, o, nil
+			}
+			return bytes.Clone(seg), nil, nil
+		}
+		if m.end-m.pos == len(m.buf) {
+			break // a long line: grow it outside the read buffer
+		}
+		m.fill()
+	}
+
+	// A long line: read straight into a buffer that doubles as needed (at
+	// most up to the limit), at most readChunk bytes at a time so that the
+	// bytes after the newline fit back into the read buffer.
+	capLimit := m.max + readChunk + 1
+	line := make([]byte, m.end-m.pos, min(int64(4*readChunk), capLimit))
+	copy(line, m.buf[m.pos:m.end])
+	m.pos, m.end = 0, 0
+	for {
+		if int64(len(line)) > m.max {
+			return m.discard(line)
+		}
+		if cap(line)-len(line) < readChunk {
+			nc := min(2*int64(cap(line)), capLimit)
+			nc = max(nc, int64(len(line)+readChunk))
+			grown := make([]byte, len(line), nc)
+			copy(grown, line)
+			line = grown
+		}
+		start := len(line)
+		n, err := m.r.Read(line[start : start+readChunk])
+		line = line[:start+n]
+		if i := bytes.IndexByte(line[start:], '\n'); i >= 0 {
+			m.end = copy(m.buf, line[start+i+1:])
+			line = line[:start+i]
+			if err != nil {
+				m.err = err
+			}
+			if int64(len(line)) > m.max {
+				o := &oversize{size: int64(len(line))}
+				o.scan.feed(line)
+				return nil, o, nil
+			}
+			return line, nil, nil
+		}
+		if err == nil && n == 0 {
+			err = io.ErrNoProgress
+		}
+		if err != nil {
+			m.err = err
+			if int64(len(line)) > m.max {
+				o := &oversize{size: int64(len(line))}
+				o.scan.feed(line)
+				return nil, o, nil
+			}
+			return line, nil, nil
+		}
+	}
+}
+
+// discard consumes the rest of a line that is already over the limit,
+// keeping nothing but its size and what the scanner learns.
+func (m *msgReader) discard(prefix []byte) ([]byte, *oversize, error) {
+	o := &oversize{size: int64(len(prefix))}
+	o.scan.feed(prefix)
+	prefix = nil // let the collector have it while the rest streams by
+	for {
+		if i := bytes.IndexByte(m.buf[m.pos:m.end], '\n'); i >= 0 {
+			o.scan.feed(m.buf[m.pos : m.pos+i])
+			o.size += int64(i)
+			m.pos += i + 1
+			return nil, o, nil
+		}
+		o.scan.feed(m.buf[m.pos:m.end])
+		o.size += int64(m.end - m.pos)
+		m.pos, m.end = 0, 0
+		if m.err != nil {
+			return nil, o, nil
+		}
+		m.fill()
+	}
+}
+
+// topScanner follows the top level of a JSON object streamed in pieces
+// without keeping it: it notes whether the text starts as an object, whether
+// it has a top-level "method" key, and the raw text of a scalar top-level
+// "id". It never fails; on text that is not JSON its findings are
+// meaningless but harmless (the id is checked before use).
+type topScanner struct {
+	started   bool // a non-space byte was seen
+	object    bool // ... and it was '{'
+	done      bool // the top-level value ended, or is not an object
+	depth     int
+	inStr     bool
+	esc       bool
+	strIsKey  bool
+	phase     int    // at depth 1: scanKey, scanColon or scanValue
+	key       []byte // the top-level key being read (up to 16 bytes)
+	keyLong   bool
+	valueKey  string // the key whose value is being read at depth 1
+	hasID     bool
+	idRaw     []byte // raw text of the id value (up to 256 bytes)
+	idBad     bool   // the id is not a scalar or too long
+	hasMethod bool
+}
+
+const (
+	scanKey = iota
+	scanColon
+	scanValue
+)
+
+func (s *topScanner) capturing() bool {
+	return s.depth == 1 && s.phase == scanValue && s.valueKey == "id"
+}
+
+func (s *topScanner) addID(c byte) {
+	if len(s.idRaw) >= 256 {
+		s.idBad = true
+		return
+	}
+	s.idRaw = append(s.idRaw, c)
+}
+
+func (s *topScanner) feed(p []byte) {
+	for _, c := range p {
+		if s.done {
+			return
+		}
+		if !s.started {
+			if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+				continue
+			}
+			s.started = true
+			if c != '{' {
+				s.done = true
+				return
+			}
+			s.object, s.depth, s.phase = true, 1, scanKey
+			continue
+		}
+		if s.inStr {
+			if s.capturing() {
+				s.addID(c)
+			}
+			switch {
+			case s.esc:
+				s.esc = false
+			case c == '\\':
+				s.esc = true
+			case c == '"':
+				s.inStr = false
+				if s.strIsKey {
+					s.strIsKey = false
+					s.phase, s.valueKey = scanColon, ""
+					if !s.keyLong {
+						s.valueKey = string(s.key)
+					}
+				}
+				continue
+			}
+			if s.strIsKey {
+				if len(s.key) < 16 {
+					s.key = append(s.key, c)
+				} else {
+					s.keyLong = true
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			s.inStr = true
+			if s.depth == 1 && s.phase == scanKey {
+				s.strIsKey, s.key, s.keyLong = true, s.key[:0], false
+			} else if s.capturing() {
+				s.addID(c)
+			}
+		case '{', '[':
+			if s.capturing() {
+				s.idBad = true
+			}
+			s.depth++
+		case '}', ']':
+			s.depth--
+			if s.depth <= 0 {
+				s.done = true
+				return
+			}
+		case ':':
+			if s.depth == 1 && s.phase == scanColon {
+				s.phase = scanValue
+				switch s.valueKey {
+				case "id":
+					s.hasID, s.idRaw, s.idBad = true, s.idRaw[:0], false
+				case "method":
+					s.hasMethod = true
+				}
+			}
+		case ',':
+			if s.depth == 1 {
+				s.phase, s.valueKey = scanKey, ""
+			}
+		default:
+			if s.capturing() {
+				s.addID(c)
+			}
+		}
+	}
+}
+
+// id returns the top-level id if it is a string or an integer.
+func (s *topScanner) id() (jsonrpc.ID, bool) {
+	if !s.hasID || s.idBad {
+		return jsonrpc.ID{}, false
+	}
+	var v any
+	if err := json.Unmarshal(bytes.TrimSpace(s.idRaw), &v); err != nil {
+		return jsonrpc.ID{}, false
+	}
+	if f, ok := v.(float64); ok && (f != math.Trunc(f) || math.Abs(f) > 1<<53) {
+		return jsonrpc.ID{}, false
+	}
+	id, err := jsonrpc.MakeID(v)
+	if err != nil || !id.IsValid() {
+		return jsonrpc.ID{}, false
+	}
+	return id, true
+}
+
+// logLine is the start of a skipped line, for a log attribute.
+func logLine(b []byte) string {
+	if len(b) > logLineMax {
+		b = b[:logLineMax]
+	}
+	return truncateUTF8(sanitizeLine(b), logLineMax)
+}

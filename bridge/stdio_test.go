@@ -1,0 +1,583 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// testExe is this test binary, which runs the test servers.
+func testExe(t testing.TB) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// serverOptions runs the test binary as a server of mode, with extra env.
+func serverOptions(t testing.TB, mode string, env ...string) StdioOptions {
+	return StdioOptions{
+		Name:    "lab-tools",
+		Command: testExe(t),
+		Args:    []string{"-test.run=^$"},
+		Env:     append(append(os.Environ(), testServerEnv+"="+mode), env...),
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func connectClient(t *testing.T, ctx context.Context, tr mcp.Transport) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	return cs
+}
+
+func callText(t *testing.T, ctx context.Context, cs *mcp.ClientSession, name string, args map[string]any) string {
+	t.Helper()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("call %s: %v", name, err)
+	}
+	if len(res.Content) != 1 {
+		t.Fatalf("call %s: %d content items", name, len(res.Content))
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("call %s: content %T", name, res.Content[0])
+	}
+	return tc.Text
+}
+
+// assertGone fails unless no process pid exists (not even a zombie).
+func assertGone(t *testing.T, what string, pid int) {
+	t.Helper()
+	if pid <= 0 {
+		t.Fatalf("%s: no pid", what)
+	}
+	if e, ok := readProcStat(pid); ok {
+		t.Errorf("%s (pid %d) still exists in state %c", what, pid, e.state)
+	}
+}
+
+// waitGone polls until pid no longer exists, or is a zombie when
+// zombieOK, for at most 10 s.
+func waitGone(t *testing.T, what string, pid int, zombieOK bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e, ok := readProcStat(pid)
+		if !ok || (zombieOK && e.state == 'Z') {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s (pid %d) still exists in state %c after 10 s", what, pid, e.state)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestStdioSession(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		methods  []string
+		filtered int
+	)
+	opts := serverOptions(t, "mcp")
+	opts.OnOutgoing = func(msg jsonrpc.Message) {
+		if r, ok := msg.(*jsonrpc.Request); ok {
+			mu.Lock()
+			methods = append(methods, r.Method)
+			mu.Unlock()
+		}
+	}
+	opts.FilterIncoming = func(raw []byte) []byte {
+		mu.Lock()
+		defer mu.Unlock()
+		filtered++
+		// Substitute a stub for the echo of "secret", as the relay does.
+		if bytes.Contains(raw, []byte(`"secret"`)) {
+			return bytes.Replace(raw, []byte(`"secret"`), []byte(`"stub"`), 1)
+		}
+		return raw
+	}
+	tr := NewStdioTransport(opts)
+	if tr.Pgid() != 0 {
+		t.Fatalf("Pgid before start = %d", tr.Pgid())
+	}
+	cs := connectClient(t, ctx, tr)
+	pgid, pid := tr.Pgid(), tr.Pid()
+	if pgid <= 0 || pid <= 0 || pid == pgid {
+		t.Fatalf("pgid %d, pid %d", pgid, pid)
+	}
+	if got := callText(t, ctx, cs, "pid", nil); got != strconv.Itoa(pid) {
+		t.Errorf("the server says its pid is %s, the transport says %d", got, pid)
+	}
+	if e, ok := readProcStat(pid); !ok || e.pgrp != pgid || e.ppid != pgid {
+		t.Errorf("server pid %d: %+v, want ppid and pgrp %d (the keeper)", pid, e, pgid)
+	}
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+	}
+	if strings.Join(names, ",") != "echo,big,crash,pid" {
+		t.Errorf("tools = %v", names)
+	}
+	if got := callText(t, ctx, cs, "echo", map[string]any{"text": "hello"}); got != "hello" {
+		t.Errorf("echo = %q", got)
+	}
+	if got := callText(t, ctx, cs, "echo", map[string]any{"text": "secret"}); got != "stub" {
+		t.Errorf("FilterIncoming's substitute was not decoded: echo = %q", got)
+	}
+
+	// Concurrent calls: writes are serialized, every answer reaches its call.
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for i := range 32 {
+		wg.Go(func() {
+			want := fmt.Sprintf("call %d", i)
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": want}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if got := res.Content[0].(*mcp.TextContent).Text; got != want {
+				errs <- fmt.Errorf("got %q, want %q", got, want)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+
+	if err := cs.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	ee := tr.ExitError()
+	if ee == nil || !ee.Stopped || ee.Status != 0 || ee.Signal != "" {
+		t.Errorf("after Close: %#v", ee)
+	}
+	if got := ee.Error(); got != "lab-tools stopped" {
+		t.Errorf("ExitError = %q", got)
+	}
+	assertGone(t, "server", pid)
+	assertGone(t, "keeper", pgid)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(methods) < 4 || methods[0] != "initialize" || methods[1] != "notifications/initialized" {
+		t.Errorf("OnOutgoing saw %v", methods)
+	}
+	if filtered < 36 {
+		t.Errorf("FilterIncoming saw %d messages", filtered)
+	}
+	if tail := tr.StderrTail(); len(tail) == 0 || tail[len(tail)-1] != "test server ready" {
+		t.Errorf("stderr tail = %q", tail)
+	}
+}
+
+func TestStdioJunkOnStdout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var logs syncBuffer
+	opts := serverOptions(t, "mcp", testJunkEnv+"=1")
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	tr := NewStdioTransport(opts)
+	cs := connectClient(t, ctx, tr)
+	defer cs.Close()
+	for i := range 3 {
+		want := "hi " + strconv.Itoa(i)
+		if got := callText(t, ctx, cs, "echo", map[string]any{"text": want}); got != want {
+			t.Errorf("echo = %q", got)
+		}
+	}
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	for _, want := range []string{
+		`level=WARN msg="skipping a line on the server's stdout that is not a JSON-RPC message" line="Starting lab-tools 1.2.3`,
+		`line="[1, 2, 3]"`,
+		`line="{not json at all"`,
+		`line="INFO handled a request"`,
+		`msg="skipping an invalid JSON-RPC message on the server's stdout" line="{\"jsonrpc\":\"1.0\"`,
+		`line="{\"jsonrpc\":\"2.0\"}"`,
+		`line=ready`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s\n%s", want, out)
+		}
+	}
+}
+
+func TestStdioTooLarge(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	opts := serverOptions(t, "mcp")
+	opts.MaxMessageBytes = 1 << 20
+	tr := NewStdioTransport(opts)
+	cs := connectClient(t, ctx, tr)
+	defer cs.Close()
+
+	const size = 20 << 20
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "big", Arguments: map[string]any{"size": size}})
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) || werr.Code != CodeTooLarge {
+		t.Fatalf("big call: %v, want a JSON-RPC error %d", err, CodeTooLarge)
+	}
+	lineSize := size + len(`{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":""}]},"id":3}`)
+	wantMsg := fmt.Sprintf("result of %d bytes exceeds the limit of %d bytes", lineSize, 1<<20)
+	if werr.Message != wantMsg || string(werr.Data) != fmt.Sprintf(`{"limit":%d,"size":%d}`, 1<<20, lineSize) {
+		t.Errorf("error = %q %s, want %q", werr.Message, werr.Data, wantMsg)
+	}
+	// Only that call failed.
+	if got := callText(t, ctx, cs, "echo", map[string]any{"text": "after"}); got != "after" {
+		t.Errorf("echo after the oversized result = %q", got)
+	}
+	// Just under the limit passes.
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "big", Arguments: map[string]any{"size": 1<<20 - 200}})
+	if err != nil || len(res.Content[0].(*mcp.TextContent).Text) != 1<<20-200 {
+		t.Errorf("a result under the limit: %v", err)
+	}
+}
+
+func TestStdioServerCrash(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tr := NewStdioTransport(serverOptions(t, "mcp"))
+	cs := connectClient(t, ctx, tr)
+	defer cs.Close()
+	pid := tr.Pid()
+
+	callCtx, callCancel := context.WithTimeout(ctx, 10*time.Second)
+	defer callCancel()
+	_, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "crash"})
+	var ee *ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("call: %v, want an *ExitError", err)
+	}
+	if ee.Status != 3 || ee.Signal != "" || ee.Stopped || ee.Name != "lab-tools" {
+		t.Errorf("exit error %#v", ee)
+	}
+	if got, want := ee.Error(), "lab-tools exited with status 3: fatal: the tool crashed on purpose"; got != want {
+		t.Errorf("error = %q, want %q", got, want)
+	}
+	if werr := cs.Wait(); !errors.As(werr, &ee) {
+		t.Errorf("session Wait = %v", werr)
+	}
+	waitGone(t, "server", pid, false)
+}
+
+func TestStdioExitBeforeInitialize(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tr := NewStdioTransport(serverOptions(t, "exit-early"))
+	client := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil)
+	_, err := client.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	var ee *ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("connect: %v, want an *ExitError", err)
+	}
+	if got, want := ee.Error(), "lab-tools exited with status 2: fatal: config file /nope/lab.toml not found"; got != want {
+		t.Errorf("error = %q, want %q", got, want)
+	}
+	if len(ee.StderrTail) != 2 || ee.StderrTail[0] != "loading configuration" {
+		t.Errorf("stderr tail = %q", ee.StderrTail)
+	}
+	assertGone(t, "keeper", tr.Pgid())
+}
+
+// TestStdioGrandchildren checks that Close leaves nothing of an `sh -c`
+// wrapper's children, however they try to survive.
+func TestStdioGrandchildren(t *testing.T) {
+	for _, tc := range []struct {
+		name, spawn string
+	}{
+		{"background child", `sleep 1000 &`},
+		{"child ignoring SIGTERM", `(trap "" TERM; exec sleep 1000) &`},
+		{"child in its own session", `setsid sleep 1000 &`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			pf := filepath.Join(t.TempDir(), "pid")
+			tr := NewStdioTransport(StdioOptions{
+				Name:    "wrapped",
+				Command: "sh",
+				Args:    []string{"-c", tc.spawn + ` echo $! >"$PIDFILE"; exec "$TESTBIN" -test.run='^$'`},
+				Env: append(os.Environ(), testServerEnv+"=mcp", "PIDFILE="+pf, "TESTBIN="+testExe(t),
+					"PATH=/usr/local/bin:/usr/bin:/bin"),
+			})
+			cs := connectClient(t, ctx, tr)
+			if got := callText(t, ctx, cs, "echo", map[string]any{"text": "x"}); got != "x" {
+				t.Errorf("echo = %q", got)
+			}
+			b, err := os.ReadFile(pf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sleepPid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := readProcStat(sleepPid); !ok {
+				t.Fatalf("the grandchild %d is not running", sleepPid)
+			}
+			server := tr.Pid()
+			if err := cs.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+			// Close returns after the keeper reaped everything.
+			assertGone(t, "grandchild sleep", sleepPid)
+			assertGone(t, "server", server)
+			assertGone(t, "keeper", tr.Pgid())
+		})
+	}
+}
+
+func TestStdioStubbornServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	opts := serverOptions(t, "mcp", testStubbornEnv+"=1")
+	opts.TerminateDuration = 200 * time.Millisecond
+	opts.KillDuration = 300 * time.Millisecond
+	tr := NewStdioTransport(opts)
+	cs := connectClient(t, ctx, tr)
+	server := tr.Pid()
+	if got := callText(t, ctx, cs, "echo", map[string]any{"text": "x"}); got != "x" {
+		t.Errorf("echo = %q", got)
+	}
+	if err := cs.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	ee := tr.ExitError()
+	if ee == nil || ee.Signal != "SIGKILL" || ee.Status != -1 || !ee.Stopped {
+		t.Errorf("exit = %#v, want stopped by SIGKILL", ee)
+	}
+	assertGone(t, "server", server) // reaped: no zombie
+	assertGone(t, "keeper", tr.Pgid())
+}
+
+func TestStdioStderrFlood(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	var (
+		lines   int // owned by the stderr goroutine until Read returns the exit
+		longest int
+		first   int
+	)
+	opts := serverOptions(t, "stderr-flood")
+	opts.StderrTailBytes = 4096
+	opts.OnStderrLine = func(l string) {
+		if lines == 0 {
+			first = len(l)
+		}
+		lines++
+		longest = max(longest, len(l))
+	}
+	tr := NewStdioTransport(opts)
+	conn, err := tr.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = conn.Read(ctx)
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Status != 0 {
+		t.Fatalf("read: %v, want exit status 0", err)
+	}
+	if got := ee.Error(); got != "lab-tools exited with status 0: flood done" {
+		t.Errorf("error = %q", got)
+	}
+	if lines != 1_000_002 || first != stderrLineMax || longest != stderrLineMax {
+		t.Errorf("OnStderrLine saw %d lines, the first %d bytes, the longest %d", lines, first, longest)
+	}
+	tail := tr.StderrTail()
+	total := 0
+	for _, l := range tail {
+		total += len(l) + 1
+	}
+	if total > 4096 || len(tail) < 100 || tail[len(tail)-1] != "flood done" || tail[len(tail)-2] != "line 999999" {
+		t.Errorf("tail: %d lines, %d bytes, ending %q", len(tail), total, tail[max(0, len(tail)-2):])
+	}
+}
+
+func TestStdioStartErrors(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "tool.py")
+	if err := os.WriteFile(notExec, []byte("print(1)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	garbage := filepath.Join(dir, "garbage")
+	if err := os.WriteFile(garbage, []byte("\x7fELF\x00\x01garbage"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		command string
+		path    string // PATH in the server's environment; "-" for none
+		dir     string
+		want    string
+	}{
+		{"not on PATH", "uvx-not-installed", "/usr/bin:/bin", "",
+			`cannot start lab-tools: "uvx-not-installed" not found on PATH (/usr/bin:/bin)`},
+		{"no PATH", "uvx", "-", "",
+			`cannot start lab-tools: "uvx" not found: PATH is not set in the server's environment`},
+		{"not executable", notExec, "/usr/bin", "",
+			fmt.Sprintf(`cannot start lab-tools: %q is not executable`, notExec)},
+		{"relative path", "./tool.py", "/usr/bin", dir,
+			fmt.Sprintf(`cannot start lab-tools: "./tool.py" (%s) is not executable`, notExec)},
+		{"missing file", "/opt/nothing/here", "/usr/bin", "",
+			`cannot start lab-tools: "/opt/nothing/here" does not exist: file does not exist`},
+		{"a directory", dir, "/usr/bin", "",
+			fmt.Sprintf(`cannot start lab-tools: %q is a directory`, dir)},
+		{"bad working directory", "sh", "/usr/bin:/bin", "/nonexistent/dir",
+			`cannot start lab-tools: working directory "/nonexistent/dir": no such file or directory`},
+		{"exec format error", garbage, "/usr/bin", "",
+			fmt.Sprintf(`cannot start lab-tools: %q: exec format error`, garbage)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := []string{"HOME=/"}
+			if tc.path != "-" {
+				env = append(env, "PATH="+tc.path)
+			}
+			tr := NewStdioTransport(StdioOptions{Name: "lab-tools", Command: tc.command, Env: env, Dir: tc.dir})
+			conn, err := tr.Connect(context.Background())
+			if err == nil {
+				conn.Close()
+				t.Fatal("Connect succeeded")
+			}
+			if err.Error() != tc.want {
+				t.Errorf("error\n got %s\nwant %s", err, tc.want)
+			}
+			if pg := tr.Pgid(); pg != 0 {
+				assertGone(t, "keeper", pg)
+			}
+		})
+	}
+}
+
+func TestStdioConnectOnce(t *testing.T) {
+	tr := NewStdioTransport(serverOptions(t, "mcp"))
+	conn, err := tr.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Connect(context.Background()); err == nil {
+		t.Error("a second Connect succeeded")
+	}
+	// Close is idempotent and safe concurrently with Read.
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := conn.Read(context.Background())
+		readErr <- err
+	}()
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { _ = conn.Close() })
+	}
+	wg.Wait()
+	if err := <-readErr; !errors.Is(err, io.EOF) {
+		t.Errorf("Read after Close = %v, want EOF", err)
+	}
+	if err := conn.Write(context.Background(), &jsonrpc.Request{Method: "ping"}); err == nil {
+		t.Error("Write after Close succeeded")
+	}
+	assertGone(t, "keeper", tr.Pgid())
+}
+
+// The context given to Connect bounds the start only.
+func TestStdioConnectContextDoesNotLimitLife(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := NewStdioTransport(serverOptions(t, "mcp"))
+	cs := connectClient(t, ctx, tr)
+	defer cs.Close()
+	cancel()
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel2()
+	if got := callText(t, ctx2, cs, "echo", map[string]any{"text": "alive"}); got != "alive" {
+		t.Errorf("echo = %q", got)
+	}
+	if e, ok := readProcStat(tr.Pid()); !ok || e.state == 'Z' {
+		t.Error("the server did not outlive Connect's context")
+	}
+}
+
+func TestStdioExitErrorMessages(t *testing.T) {
+	for _, tc := range []struct {
+		e    ExitError
+		want string
+	}{
+		{ExitError{Name: "a", Status: 1, StderrTail: []string{"x", "last", "  "}}, "a exited with status 1: last"},
+		{ExitError{Name: "a", Status: 1}, "a exited with status 1"},
+		{ExitError{Name: "a", Status: -1, Signal: "SIGSEGV", StderrTail: []string{"boom"}}, "a was killed by signal SIGSEGV: boom"},
+		{ExitError{Name: "a", Status: -1, Signal: "SIGKILL", Stopped: true}, "a stopped"},
+	} {
+		if got := tc.e.Error(); got != tc.want {
+			t.Errorf("%#v: %q, want %q", tc.e, got, tc.want)
+		}
+	}
+	if signalName(syscall.SIGTERM) != "SIGTERM" || signalName(syscall.Signal(40)) != "signal 40" {
+		t.Error("signalName")
+	}
+}
+
+func TestStdioSanitizeLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":                    "plain",
+		"\x1b[31merror\x1b[0m: x":  "error: x",
+		"a\tb\rc\x00d\x7f":         "a bcd",
+		"bad \xff utf8":            "bad \uFFFD utf8",
+		"caf\u00e9 \u2713":         "caf\u00e9 \u2713",
+		"\x1b]0;title\x07visible":  "0;titlevisible",
+		"trailing escape \x1b":     "trailing escape ",
+		"c1 \u0085control \u009b ": "c1 control  ",
+	} {
+		if got := sanitizeLine([]byte(in)); got != want {
+			t.Errorf("sanitizeLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
