@@ -1,0 +1,59 @@
+#!/bin/sh
+# Build (once) a Debian 13 "trixie" chroot holding jupyter_server 2.x and
+# JupyterHub 5.x, for the auth package's tests (issue 4). Idempotent: a
+# finished chroot is marked with a stamp naming its package list and is
+# reused as it is; an interrupted build is thrown away and redone.
+#
+#   .ci/trixie-chroot.sh [DIR]      (default $MEGANE_TRIXIE or /var/cache/megane-trixie)
+#
+# Needs root and debootstrap. Uses the mirror this machine's apt uses.
+# Run things inside with .ci/trixie-run.sh (mounts /proc, /dev, /sys).
+set -eu
+
+DIR=${1:-${MEGANE_TRIXIE:-/var/cache/megane-trixie}}
+# jupyterhub depends on node-configurable-http-proxy (and nodejs) in trixie.
+PKGS="python3-jupyter-server jupyterhub"
+STAMP="$DIR/.megane-trixie-ready"
+WANT="trixie: $PKGS"
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ]; then
+	echo "trixie chroot ready in $DIR"
+	exit 0
+fi
+
+# The mirror apt already uses (deb822 or one-line sources), else deb.debian.org.
+MIRROR=$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' | grep -m1 '/debian/*$' || true)
+if [ -z "$MIRROR" ]; then
+	MIRROR=$(grep -hs '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list | awk '{print $2}' | grep -m1 '/debian/*$' || true)
+fi
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
+
+TMP="$DIR.building"
+umount_all() {
+	for m in proc sys dev/pts dev; do
+		mountpoint -q "$TMP/$m" 2>/dev/null && umount -l "$TMP/$m" || true
+	done
+}
+trap umount_all EXIT
+umount_all
+rm -rf "$TMP"
+mkdir -p "$(dirname "$DIR")"
+
+start=$(date +%s)
+echo "debootstrap trixie from $MIRROR into $TMP"
+debootstrap --variant=minbase \
+	--keyring=/usr/share/keyrings/debian-archive-keyring.gpg \
+	trixie "$TMP" "$MIRROR"
+cp /etc/resolv.conf "$TMP/etc/resolv.conf"
+mount -t proc proc "$TMP/proc"
+mount --bind /dev "$TMP/dev"
+chroot "$TMP" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $PKGS
+chroot "$TMP" apt-get clean
+umount_all
+trap - EXIT
+
+rm -rf "$DIR"
+mv "$TMP" "$DIR"
+echo "$WANT" > "$STAMP"
+echo "trixie chroot built in $DIR in $(( $(date +%s) - start ))s"
+chroot "$DIR" python3 -c 'import jupyter_server, jupyterhub; print("jupyter_server", jupyter_server.__version__, "jupyterhub", jupyterhub.__version__)'

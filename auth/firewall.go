@@ -1,0 +1,203 @@
+package auth
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Redacted replaces every secret the credential firewall removes.
+const Redacted = "[redacted]"
+
+// RedactURL returns u with every query value, the fragment and any password
+// replaced by Redacted, keeping the scheme, host, path and query names so
+// a log line stays useful. A string that does not parse as a URL is
+// replaced whole.
+func RedactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return Redacted
+	}
+	if p.User != nil {
+		if _, has := p.User.Password(); has {
+			p.User = url.UserPassword(p.User.Username(), Redacted)
+		}
+	}
+	if p.RawQuery != "" {
+		q := p.Query()
+		parts := make([]string, 0, len(q))
+		for k := range q {
+			parts = append(parts, url.QueryEscape(k)+"="+Redacted)
+		}
+		slices.Sort(parts)
+		p.RawQuery = strings.Join(parts, "&")
+	}
+	if p.Fragment != "" || p.RawFragment != "" {
+		p.Fragment, p.RawFragment = Redacted, ""
+	}
+	if p.Opaque != "" {
+		p.Opaque = Redacted
+	}
+	return p.String()
+}
+
+// secretKey reports whether an attribute or header name holds a secret.
+func secretKey(k string) bool {
+	k = strings.ToLower(k)
+	switch k {
+	case "cookie", "set-cookie", "authorization", "proxy-authorization", "x-xsrftoken", "x-csrftoken", "token", "password", "secret":
+		return true
+	}
+	return strings.HasSuffix(k, "token") || strings.HasSuffix(k, "secret") || strings.HasSuffix(k, "password") ||
+		strings.HasSuffix(k, "_key") || strings.HasSuffix(k, "cookie")
+}
+
+// inlineSecret finds credentials written inline in free text: a value of
+// token=, *_token=, password=, secret= or _xsrf= (as in a query or a form),
+// and the value after an Authorization scheme (token, bearer, basic).
+var inlineSecret = regexp.MustCompile(`(?i)((?:[a-z_]*token|password|secret|_xsrf)=)[^&\s"';,]+|(\b(?:token|bearer|basic) )[A-Za-z0-9._~+/=-]{8,}`)
+
+// RedactText removes inline credentials from free text (see inlineSecret).
+func RedactText(s string) string {
+	return inlineSecret.ReplaceAllString(s, "${1}${2}"+Redacted)
+}
+
+// ReplaceAttr is a slog.HandlerOptions.ReplaceAttr that redacts secrets:
+// the value of any attribute named like a credential (cookie,
+// authorization, *token, *secret, *password, *_key), any http.Header value
+// of such a header, the query of any *url.URL, and inline credentials in
+// string values and errors.
+func ReplaceAttr(_ []string, a slog.Attr) slog.Attr {
+	return slog.Attr{Key: a.Key, Value: redactValue(a.Key, a.Value)}
+}
+
+func redactValue(key string, v slog.Value) slog.Value {
+	if secretKey(key) && v.Kind() != slog.KindGroup {
+		return slog.StringValue(Redacted)
+	}
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.StringValue(RedactText(v.String()))
+	case slog.KindGroup:
+		attrs := v.Group()
+		out := make([]slog.Attr, len(attrs))
+		for i, a := range attrs {
+			out[i] = slog.Attr{Key: a.Key, Value: redactValue(a.Key, a.Value)}
+		}
+		return slog.GroupValue(out...)
+	case slog.KindLogValuer:
+		return redactValue(key, v.Resolve())
+	case slog.KindAny:
+		switch x := v.Any().(type) {
+		case *url.URL:
+			if x == nil {
+				return v
+			}
+			return slog.StringValue(RedactURL(x.String()))
+		case http.Header:
+			h := make(http.Header, len(x))
+			for k, vs := range x {
+				if secretKey(k) {
+					h[k] = []string{Redacted}
+				} else {
+					h[k] = slices.Clone(vs)
+				}
+			}
+			return slog.AnyValue(h)
+		case error:
+			return slog.StringValue(RedactText(x.Error()))
+		case []byte:
+			return slog.StringValue(RedactText(string(x)))
+		}
+	}
+	return v
+}
+
+// NewRedactingHandler wraps h so that every record's message and attributes
+// (including those added with WithAttrs) pass through the credential
+// firewall before h sees them. Use it around any handler whose options do
+// not already set ReplaceAttr.
+func NewRedactingHandler(h slog.Handler) slog.Handler {
+	return redactingHandler{h}
+}
+
+type redactingHandler struct{ h slog.Handler }
+
+func (r redactingHandler) Enabled(ctx context.Context, l slog.Level) bool { return r.h.Enabled(ctx, l) }
+
+func (r redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
+	out := slog.NewRecord(rec.Time, rec.Level, RedactText(rec.Message), rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(ReplaceAttr(nil, a))
+		return true
+	})
+	return r.h.Handle(ctx, out)
+}
+
+func (r redactingHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	red := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		red[i] = ReplaceAttr(nil, a)
+	}
+	return redactingHandler{r.h.WithAttrs(red)}
+}
+
+func (r redactingHandler) WithGroup(name string) slog.Handler {
+	return redactingHandler{r.h.WithGroup(name)}
+}
+
+// DefaultChildStrip lists the environment variables ChildEnv always removes:
+// the Jupyter and JupyterHub credentials a Jupyter server's children
+// inherit. Beside these names, ChildEnv removes every variable whose name
+// starts with JUPYTERHUB_, JPY_ or JUPYTER_ and contains TOKEN, SECRET,
+// PASSWORD, CRYPT_KEY or KEYFILE, and every CONFIGPROXY_AUTH_TOKEN.
+var DefaultChildStrip = []string{
+	"JUPYTERHUB_API_TOKEN",           // the single-user server's Hub token
+	"JPY_API_TOKEN",                  // its older name
+	"JUPYTER_TOKEN",                  // the server's login token
+	"JUPYTER_PASSWORD",               //
+	"JUPYTERHUB_OAUTH_CLIENT_SECRET", //
+	"JUPYTERHUB_CLIENT_SECRET",       //
+	"JUPYTERHUB_COOKIE_SECRET",       //
+	"JPY_COOKIE_SECRET",              // the Hub's cookie secret
+	"JUPYTERHUB_CRYPT_KEY",           // the Hub's auth-state key
+	"JUPYTERHUB_SSL_KEYFILE",         // path of the internal-TLS private key
+	"CONFIGPROXY_AUTH_TOKEN",         // configurable-http-proxy's API token
+}
+
+// ChildEnv returns environ ("NAME=value" entries, as os.Environ gives) with
+// every credential variable removed: those of DefaultChildStrip and the
+// patterns it describes, and the names in strip. The order of the remaining
+// entries is kept. A variable an admin explicitly configures for a server
+// is added back by the caller afterwards.
+func ChildEnv(environ []string, strip []string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if credentialVar(name) || slices.Contains(strip, name) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func credentialVar(name string) bool {
+	if slices.Contains(DefaultChildStrip, name) {
+		return true
+	}
+	up := strings.ToUpper(name)
+	if !strings.HasPrefix(up, "JUPYTERHUB_") && !strings.HasPrefix(up, "JPY_") && !strings.HasPrefix(up, "JUPYTER_") {
+		return false
+	}
+	for _, s := range []string{"TOKEN", "SECRET", "PASSWORD", "CRYPT_KEY", "KEYFILE"} {
+		if strings.Contains(up, s) {
+			return true
+		}
+	}
+	return false
+}

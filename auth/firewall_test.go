@@ -1,0 +1,106 @@
+package auth
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestRedactURL(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"http://127.0.0.1:8888/api/me?token=abc123&x=1", "http://127.0.0.1:8888/api/me?token=[redacted]&x=[redacted]"},
+		{"/builder-tools/ws?token=abc123", "/builder-tools/ws?token=[redacted]"},
+		{"http://user:pw@host/p", "http://user:[redacted]@host/p"},
+		{"http://host/p#access_token=x", "http://host/p#[redacted]"},
+		{"http://host/plain", "http://host/plain"},
+		{"%zz", Redacted},
+	}
+	for _, tc := range cases {
+		got := RedactURL(tc.in)
+		if strings.NewReplacer("%5B", "[", "%5D", "]").Replace(got) != tc.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if strings.Contains(got, "abc123") || strings.Contains(got, "pw@") {
+			t.Errorf("RedactURL(%q) kept a secret: %q", tc.in, got)
+		}
+	}
+}
+
+func TestRedactingLogger(t *testing.T) {
+	const tok, cookieVal = "tok-5ecret-value-1234", "2|1:0|10:17|cookie-5ecret"
+	var buf bytes.Buffer
+	log := slog.New(NewRedactingHandler(slog.NewJSONHandler(&buf, nil))).With("authorization", "token "+tok)
+	u, _ := url.Parse("http://h/ws?token=" + tok)
+	log.Info("GET /ws?token="+tok+" Authorization: token "+tok,
+		"url", u,
+		"headers", http.Header{"Cookie": {"username-h=" + cookieVal}, "Authorization": {"Bearer " + tok}, "Origin": {"http://h"}},
+		"cookie", "username-h="+cookieVal,
+		"JUPYTERHUB_API_TOKEN", tok,
+		"err", errors.New("Get \"http://h/api?token="+tok+"\": refused"),
+		slog.Group("req", "Authorization", "token "+tok, "path", "/ws"),
+		"raw", "password="+tok,
+	)
+	out := buf.String()
+	for _, s := range []string{tok, cookieVal, "cookie-5ecret"} {
+		if strings.Contains(out, s) {
+			t.Fatalf("log kept %q:\n%s", s, out)
+		}
+	}
+	for _, keep := range []string{`"Origin":["http://h"]`, `"path":"/ws"`, "http://h/ws?token="} {
+		if !strings.Contains(out, keep) {
+			t.Fatalf("log lost %q:\n%s", keep, out)
+		}
+	}
+
+	var buf2 bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf2, &slog.HandlerOptions{ReplaceAttr: ReplaceAttr})).Info("x", "token", tok, "q", "a?token="+tok)
+	if strings.Contains(buf2.String(), tok) {
+		t.Fatalf("ReplaceAttr kept the token: %s", buf2.String())
+	}
+}
+
+func TestChildEnv(t *testing.T) {
+	env := []string{
+		"PATH=/usr/bin", "HOME=/home/a",
+		"JUPYTERHUB_API_TOKEN=s1", "JPY_API_TOKEN=s2", "JUPYTER_TOKEN=s3", "JUPYTERHUB_USER=alice",
+		"JUPYTERHUB_API_URL=http://hub/api", "JUPYTERHUB_OAUTH_CLIENT_SECRET=s4", "JPY_COOKIE_SECRET=s5",
+		"JUPYTERHUB_SSL_KEYFILE=/k", "CONFIGPROXY_AUTH_TOKEN=s6", "JUPYTERHUB_SERVICE_PREFIX=/user/alice/",
+		"JUPYTER_SERVER_PASSWORD_HASH=s7", "MY_TOOL_TOKEN=keep", "EXTRA_SECRET=s8", "MALFORMED",
+	}
+	got := ChildEnv(env, []string{"EXTRA_SECRET"})
+	want := []string{"PATH=/usr/bin", "HOME=/home/a", "JUPYTERHUB_USER=alice", "JUPYTERHUB_API_URL=http://hub/api",
+		"JUPYTERHUB_SERVICE_PREFIX=/user/alice/", "MY_TOOL_TOKEN=keep", "MALFORMED"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ChildEnv = %q\nwant %q", got, want)
+	}
+}
+
+func FuzzRedactURL(f *testing.F) {
+	f.Add("http://h/ws?token=secret-value")
+	f.Add("/p?a=1&token=secret-value#frag")
+	f.Add("http://u:secret-value@h/")
+	f.Fuzz(func(t *testing.T, s string) {
+		out := RedactURL(s)
+		u, err := url.Parse(s)
+		if err != nil {
+			return
+		}
+		for _, vs := range u.Query() {
+			for _, v := range vs {
+				if len(v) >= 6 && !strings.Contains(Redacted, v) && strings.Contains(out, v) && !strings.Contains(u.Path, v) && !strings.Contains(u.Host, v) && !strings.Contains(u.User.Username(), v) {
+					for k := range u.Query() {
+						if strings.Contains(k, v) {
+							return
+						}
+					}
+					t.Fatalf("RedactURL(%q) = %q keeps query value %q", s, out, v)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,540 @@
+package auth
+
+// The integration harness: real Jupyter servers started as processes, a
+// bridge-like WebSocket server that calls a Gate exactly where the bridge
+// does, a reverse proxy that behaves like jupyter-server-proxy 4.4, and a
+// client that reports what a page would see.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
+)
+
+// needComponent fails the test under CI=true and skips it otherwise.
+func needComponent(t *testing.T, what string, err error) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is required under CI: %v", what, err)
+	}
+	t.Skipf("%s is not available (%v); .ci/run installs it", what, err)
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// logCapture is a test's captured bridge log plus the secrets that must
+// never appear in it; the check runs when the test ends.
+type logCapture struct {
+	buf     syncBuffer
+	mu      sync.Mutex
+	secrets []string
+	Logger  *slog.Logger
+}
+
+func newLogCapture(t *testing.T) *logCapture {
+	c := &logCapture{}
+	c.Logger = slog.New(NewRedactingHandler(slog.NewTextHandler(&c.buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		logs := c.buf.String()
+		for _, s := range c.secrets {
+			if s != "" && strings.Contains(logs, s) {
+				t.Errorf("a credential (%d bytes, starting %q) appears in the bridge log", len(s), s[:min(4, len(s))])
+			}
+		}
+		if t.Failed() || testing.Verbose() {
+			t.Logf("bridge log:\n%s", logs)
+		}
+	})
+	return c
+}
+
+// secret registers values that must not appear in the log (a cookie
+// header is split into its values).
+func (c *logCapture) secret(vals ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, v := range vals {
+		for _, part := range strings.Split(v, ";") {
+			_, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+			if ok && len(val) >= 8 {
+				c.secrets = append(c.secrets, val)
+			}
+		}
+		if len(v) >= 8 {
+			c.secrets = append(c.secrets, v)
+		}
+	}
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// jupyterServer is a running jupyter_server process.
+type jupyterServer struct {
+	Port    int
+	Token   string
+	HostHdr string // "127.0.0.1:<port>", the Host a browser sends
+	BaseURL string // "http://127.0.0.1:<port>/"
+	Parent  *jupyter.Parent
+	cmd     *exec.Cmd
+	done    chan struct{} // closed by the waiter goroutine when cmd exits
+}
+
+// jupyterSpec says how to start a server.
+type jupyterSpec struct {
+	// Root is "" for the host, or a chroot directory.
+	Root string
+	// Args are extra jupyter_server arguments.
+	Args []string
+	// ConfigPy, if set, is written as jupyter_server_config.py.
+	ConfigPy string
+	// Files are extra files written into the config directory (name → content),
+	// which is also on PYTHONPATH.
+	Files map[string]string
+	// Env adds environment variables.
+	Env []string
+}
+
+// hostPython checks that the host's Python has jupyter_server.
+func hostJupyterVersion(root string) (string, error) {
+	args := []string{"/usr/bin/python3", "-c", "import jupyter_server; print(jupyter_server.__version__)"}
+	if root != "" {
+		args = append([]string{"chroot", root}, args...)
+	}
+	out, err := exec.Command(args[0], args[1:]...).Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", strings.Join(args, " "), err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// startJupyter starts jupyter_server on a free loopback port with a fresh
+// HOME, runtime, config and data directory and a known token, and waits
+// until it answers.
+func startJupyter(t *testing.T, spec jupyterSpec) *jupyterServer {
+	t.Helper()
+	if _, err := hostJupyterVersion(spec.Root); err != nil {
+		needComponent(t, "jupyter_server", err)
+	}
+	// Inside a chroot the directories must live under the root.
+	tmpRoot := os.TempDir()
+	if spec.Root != "" {
+		tmpRoot = filepath.Join(spec.Root, "tmp")
+	}
+	outer, err := os.MkdirTemp(tmpRoot, "megane-auth-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outer) })
+	inner := strings.TrimPrefix(outer, spec.Root)
+	for _, d := range []string{"home", "runtime", "config", "data", "root"} {
+		if err := os.MkdirAll(filepath.Join(outer, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if spec.ConfigPy != "" {
+		if err := os.WriteFile(filepath.Join(outer, "config", "jupyter_server_config.py"), []byte(spec.ConfigPy), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, content := range spec.Files {
+		if err := os.WriteFile(filepath.Join(outer, "config", name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	token, _ := NewToken()
+	port := freePort(t)
+	args := []string{"/usr/bin/python3", "-m", "jupyter_server", "--no-browser", "--allow-root",
+		"--ServerApp.ip=127.0.0.1", "--ServerApp.port=" + strconv.Itoa(port), "--ServerApp.port_retries=0",
+		"--ServerApp.token=" + token, "--ServerApp.root_dir=" + inner + "/root"}
+	args = append(args, spec.Args...)
+	if spec.Root != "" {
+		args = append([]string{"chroot", spec.Root}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append([]string{
+		"HOME=" + inner + "/home",
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"JUPYTER_RUNTIME_DIR=" + inner + "/runtime",
+		"JUPYTER_CONFIG_DIR=" + inner + "/config",
+		"JUPYTER_DATA_DIR=" + inner + "/data",
+		"PYTHONPATH=" + inner + "/config",
+		"LANG=C.UTF-8",
+	}, spec.Env...)
+	var stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &jupyterServer{Port: port, Token: token, HostHdr: "127.0.0.1:" + strconv.Itoa(port),
+		BaseURL: "http://127.0.0.1:" + strconv.Itoa(port) + "/", cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(s.done) }()
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			t.Logf("jupyter_server output:\n%s", stderr.String())
+		}
+	})
+
+	// The runtime file appears once the server listens.
+	getenv := func(k string) string {
+		switch k {
+		case "JUPYTER_RUNTIME_DIR":
+			return filepath.Join(outer, "runtime")
+		case "HOME":
+			return filepath.Join(outer, "home")
+		}
+		return ""
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		p, err := jupyter.FindParent(jupyter.ParentOptions{Getenv: getenv, PPID: cmd.Process.Pid})
+		if err == nil {
+			if _, err = p.Version(context.Background()); err == nil {
+				s.Parent = p
+				return s
+			}
+		}
+		select {
+		case <-s.done:
+			t.Fatalf("jupyter_server exited: %s", stderr.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jupyter_server did not start within 60 s (%v):\n%s", err, stderr.String())
+		}
+	}
+}
+
+// Stop stops the server's process group (SIGTERM, then SIGKILL).
+func (s *jupyterServer) Stop() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		<-s.done
+	}
+}
+
+// loginCookie logs in with the token through /login (the _xsrf cookie
+// flow) and returns the Cookie header a browser would then send.
+func loginCookie(t *testing.T, base, token string) string {
+	t.Helper()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Get(base + "login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var xsrf string
+	for _, c := range resp.Cookies() {
+		if c.Name == "_xsrf" {
+			xsrf = c.Value
+		}
+	}
+	if xsrf == "" {
+		t.Fatalf("GET /login set no _xsrf cookie (%s)", resp.Status)
+	}
+	form := url.Values{"_xsrf": {xsrf}, "password": {token}}
+	req, _ := http.NewRequest("POST", base+"login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(&http.Cookie{Name: "_xsrf", Value: xsrf})
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cookie := "_xsrf=" + xsrf
+	found := false
+	for _, c := range resp.Cookies() {
+		if strings.HasPrefix(c.Name, "username-") {
+			cookie += "; " + c.Name + "=" + c.Value
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("POST /login set no username-* cookie (%s)", resp.Status)
+	}
+	return cookie
+}
+
+// refusedMessage is the text frame the harness bridge sends before the
+// close frame of a refusal (the bridge change proposed in the report):
+// jupyter-server-proxy relays messages but not close codes.
+type refusedMessage struct {
+	Type   string `json:"type"`
+	Code   int    `json:"code"`
+	Reason string `json:"reason"`
+}
+
+// newBridgeServer is a bridge-like server: GET {/,/megane/}builder-tools/ws
+// calls gate.Admit where the bridge does; an HTTP-status refusal answers the
+// upgrade with that status; any other refusal upgrades, sends a
+// tools:refused text frame and closes with the code; an admission sends
+// {"type":"admitted","user":...} and closes normally. It logs like the
+// bridge (the request URL and headers pass through the credential firewall).
+func newBridgeServer(t *testing.T, gate bridge.Gate, log *slog.Logger) *httptest.Server {
+	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+	var wg sync.WaitGroup
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/builder-tools/ws" && r.URL.Path != "/megane/builder-tools/ws" {
+			http.NotFound(w, r)
+			return
+		}
+		log.Info("upgrade request", "url", r.URL, "headers", r.Header, "remote", r.RemoteAddr)
+		adm, ref := gate.Admit(r.Context(), r)
+		if ref != nil && ref.HTTPStatus != 0 {
+			http.Error(w, ref.Reason, ref.HTTPStatus)
+			return
+		}
+		conn, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		defer wg.Done()
+		defer conn.Close()
+		if ref != nil {
+			msg, _ := json.Marshal(refusedMessage{Type: "tools:refused", Code: ref.CloseCode, Reason: ref.Reason})
+			conn.WriteMessage(websocket.TextMessage, msg)
+			conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(ref.CloseCode, ref.Reason[:min(len(ref.Reason), 123)]), time.Now().Add(time.Second))
+		} else {
+			msg, _ := json.Marshal(map[string]string{"type": "admitted", "user": adm.User})
+			conn.WriteMessage(websocket.TextMessage, msg)
+			conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+		}
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for {
+			if _, _, err := conn.NextReader(); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(func() { srv.Close(); wg.Wait() })
+	return srv
+}
+
+// seen is what a page observes on one connection attempt.
+type seen struct {
+	HTTPStatus int    // non-zero when the upgrade was refused
+	User       string // set when admitted
+	Refused    *refusedMessage
+	CloseCode  int // the close code the page saw (1005 none given, 1006 dropped)
+}
+
+func (s seen) String() string {
+	switch {
+	case s.HTTPStatus != 0:
+		return fmt.Sprintf("HTTP %d", s.HTTPStatus)
+	case s.User != "":
+		return fmt.Sprintf("admitted as %q, close %d", s.User, s.CloseCode)
+	case s.Refused != nil:
+		return fmt.Sprintf("refused message %d %q, close %d", s.Refused.Code, s.Refused.Reason, s.CloseCode)
+	}
+	return fmt.Sprintf("close %d", s.CloseCode)
+}
+
+// dial connects like a browser: rawURL is ws://..., host the Host header
+// (empty: from the URL), hdr the other headers.
+func dial(t *testing.T, rawURL, host string, hdr http.Header) seen {
+	t.Helper()
+	h := hdr.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	if host != "" {
+		h.Set("Host", host)
+	}
+	d := websocket.Dialer{HandshakeTimeout: 30 * time.Second}
+	conn, resp, err := d.Dial(rawURL, h)
+	if err != nil {
+		if resp != nil {
+			return seen{HTTPStatus: resp.StatusCode}
+		}
+		t.Fatalf("dial %s: %v", RedactURL(rawURL), err)
+	}
+	defer conn.Close()
+	var out seen
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			var ce *websocket.CloseError
+			switch {
+			case errors.As(err, &ce):
+				out.CloseCode = ce.Code
+			case errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "reset"):
+				out.CloseCode = websocket.CloseAbnormalClosure
+			default:
+				t.Fatalf("read: %v", err)
+			}
+			return out
+		}
+		var m struct {
+			Type   string `json:"type"`
+			User   string `json:"user"`
+			Code   int    `json:"code"`
+			Reason string `json:"reason"`
+		}
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatalf("bad frame %q", data)
+		}
+		switch m.Type {
+		case "admitted":
+			out.User = m.User
+		case "tools:refused":
+			out.Refused = &refusedMessage{Type: m.Type, Code: m.Code, Reason: m.Reason}
+		}
+	}
+}
+
+// newServerProxy is a reverse proxy that behaves like jupyter-server-proxy
+// 4.4 for a server registered as "megane" (the Jupyter authentication it
+// also does is left out: it answers before the bridge is involved):
+//   - {prefix}megane/<path>?<query> reaches the backend as /<path>?<query>;
+//   - every request header is forwarded (Cookie, Authorization, Origin, the
+//     original Host), without X-Forwarded-* for sockets;
+//   - the browser's upgrade is accepted (101, first offered subprotocol)
+//     before the backend is contacted; if the backend refuses its upgrade
+//     with an HTTP status, the browser's socket is dropped without a close
+//     frame (the page sees 1006);
+//   - backend messages over 10 MiB end the backend leg;
+//   - when the backend closes, the browser's socket is closed with an empty
+//     close frame (tornado's close() without a code: the page sees 1005);
+//     messages sent before it are relayed.
+func newServerProxy(t *testing.T, backend string) *httptest.Server {
+	be, err := url.Parse(backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := websocket.Upgrader{
+		CheckOrigin: func(*http.Request) bool { return true },
+	}
+	var wg sync.WaitGroup
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rest, ok := strings.CutPrefix(r.URL.Path, "/megane/")
+		if !ok || !websocket.IsWebSocketUpgrade(r) {
+			http.NotFound(w, r)
+			return
+		}
+		var proto http.Header
+		if offered := websocket.Subprotocols(r); len(offered) > 0 {
+			proto = http.Header{"Sec-Websocket-Protocol": {offered[0]}}
+		}
+		client, err := up.Upgrade(w, r, proto)
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		defer wg.Done()
+		defer client.Close()
+		target := url.URL{Scheme: "ws", Host: be.Host, Path: "/" + rest, RawQuery: r.URL.RawQuery}
+		fwd := http.Header{}
+		for k, vs := range r.Header {
+			switch http.CanonicalHeaderKey(k) {
+			case "Upgrade", "Connection", "Sec-Websocket-Key", "Sec-Websocket-Version", "Sec-Websocket-Extensions",
+				"Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Te", "Trailer", "Proxy-Authorization", "Proxy-Authenticate":
+				continue
+			}
+			fwd[k] = vs
+		}
+		fwd.Set("Host", r.Host)
+		d := websocket.Dialer{HandshakeTimeout: 30 * time.Second}
+		backendConn, _, err := d.Dial(target.String(), fwd)
+		if err != nil {
+			// tornado's open() raised: the connection is dropped.
+			client.UnderlyingConn().Close()
+			return
+		}
+		defer backendConn.Close()
+		backendConn.SetReadLimit(10 << 20)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				mt, data, err := client.ReadMessage()
+				if err != nil {
+					backendConn.WriteControl(websocket.CloseMessage, []byte{}, time.Now().Add(time.Second))
+					return
+				}
+				if backendConn.WriteMessage(mt, data) != nil {
+					return
+				}
+			}
+		}()
+		for {
+			mt, data, err := backendConn.ReadMessage()
+			if err != nil {
+				break
+			}
+			if client.WriteMessage(mt, data) != nil {
+				break
+			}
+		}
+		client.WriteControl(websocket.CloseMessage, []byte{}, time.Now().Add(time.Second))
+		client.SetReadDeadline(time.Now().Add(5 * time.Second))
+		<-done
+	}))
+	t.Cleanup(func() { srv.Close(); wg.Wait() })
+	return srv
+}
+
+// wsURL turns an httptest URL into a ws:// URL with path.
+func wsURL(httpURL, path string) string {
+	return "ws" + strings.TrimPrefix(httpURL, "http") + path
+}
