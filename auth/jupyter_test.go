@@ -124,7 +124,9 @@ func TestJupyterGateCache(t *testing.T) {
 		t.Fatal("a refusal was reused after 5 s")
 	}
 
-	fp.setAnswer(func(jupyter.Credentials) (jupyter.Verdict, error) { return jupyter.Verdict{}, errors.New("connection refused") })
+	fp.setAnswer(func(jupyter.Credentials) (jupyter.Verdict, error) {
+		return jupyter.Verdict{}, errors.New("connection refused")
+	})
 	before := fp.calls()
 	for range 3 {
 		if _, code := admit("c=err"); code != 4503 {
@@ -263,7 +265,9 @@ func TestRefusalReasonsFitACloseFrame(t *testing.T) {
 		func(jupyter.Credentials) (jupyter.Verdict, error) {
 			return jupyter.Verdict{Outcome: jupyter.Forbidden, User: "a-rather-long-user-name"}, nil
 		},
-		func(jupyter.Credentials) (jupyter.Verdict, error) { return jupyter.Verdict{Outcome: jupyter.Unauthenticated}, nil },
+		func(jupyter.Credentials) (jupyter.Verdict, error) {
+			return jupyter.Verdict{Outcome: jupyter.Unauthenticated}, nil
+		},
 		func(jupyter.Credentials) (jupyter.Verdict, error) { return jupyter.Verdict{}, errors.New("x") },
 		func(jupyter.Credentials) (jupyter.Verdict, error) { return jupyter.Verdict{}, jupyter.ErrUnexpected },
 	}

@@ -147,7 +147,7 @@ func (p *Parent) askChannels(ctx context.Context, creds Credentials) (Verdict, e
 	if err != nil {
 		return Verdict{}, err
 	}
-	resp, detail, err = p.get(ctx, "api/kernels/"+id+"/channels", url.Values{"no_track_activity": {"1"}}, creds)
+	resp, _, err = p.get(ctx, "api/kernels/"+id+"/channels", url.Values{"no_track_activity": {"1"}}, creds)
 	if err != nil {
 		return Verdict{}, err
 	}

@@ -1,0 +1,77 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
+)
+
+// trixieRoot returns the Debian 13 chroot built by .ci/trixie-chroot.sh
+// ($MEGANE_TRIXIE, else /var/cache/megane-trixie), failing under CI and
+// skipping otherwise when it is missing.
+func trixieRoot(t *testing.T) string {
+	t.Helper()
+	root := os.Getenv("MEGANE_TRIXIE")
+	if root == "" {
+		root = "/var/cache/megane-trixie"
+	}
+	if _, err := os.Stat(filepath.Join(root, ".megane-trixie-ready")); err != nil {
+		needComponent(t, "the trixie chroot (.ci/trixie-chroot.sh)", err)
+	}
+	if os.Geteuid() != 0 {
+		needComponent(t, "root (to chroot into the trixie chroot)", errors.New("not root"))
+	}
+	return root
+}
+
+func TestJupyter2Verdicts(t *testing.T) {
+	root := trixieRoot(t)
+	js := startJupyter(t, jupyterSpec{Root: root})
+	if v, _ := js.Parent.Version(context.Background()); jupyter.MajorVersion(v) != 2 {
+		t.Fatalf("want jupyter_server 2.x in the chroot, got %s", v)
+	}
+	tp := newTopology(t, js, JupyterOptions{})
+	cookie := loginCookie(t, js.BaseURL, js.Token)
+	tp.logs.secret(cookie)
+	owner := OSUser()
+	same := "http://" + js.HostHdr
+	tp.run(t, []verdictCase{
+		{name: "token header", via: "proxy", header: hdr("Authorization", "token "+js.Token, "Origin", same), admitUser: owner},
+		{name: "bearer header (2.x accepts it)", via: "direct", host: js.HostHdr, header: hdr("Authorization", "Bearer "+js.Token), admitUser: owner},
+		{name: "query token", via: "proxy", query: "?token=" + js.Token, header: hdr("Origin", same), admitUser: owner},
+		{name: "login cookie", via: "proxy", header: hdr("Cookie", cookie, "Origin", same), admitUser: owner},
+		{name: "wrong token", via: "proxy", header: hdr("Authorization", "token nope-"+js.Token[:6]), code: 4401, reason: "did not accept"},
+		{name: "no credentials", via: "direct", host: js.HostHdr, code: 4401, reason: "no Jupyter credentials"},
+		{name: "cookie with a foreign Origin", via: "direct", host: js.HostHdr, header: hdr("Cookie", cookie, "Origin", "http://evil.example"), status: 403},
+		{name: "token with a foreign Origin", via: "direct", host: js.HostHdr, header: hdr("Authorization", "token "+js.Token, "Origin", "http://evil.example"), admitUser: owner},
+	})
+	t.Run("Jupyter's own Origin verdict", func(t *testing.T) {
+		loose := newTopology(t, js, JupyterOptions{AllowOrigin: "*"})
+		loose.logs.secret(cookie)
+		loose.run(t, []verdictCase{
+			{name: "cookie with a foreign Origin", via: "direct", host: js.HostHdr, header: hdr("Cookie", cookie, "Origin", "http://evil.example"), status: 403},
+		})
+	})
+}
+
+func TestJupyter2ReadOnlyAuthorizer(t *testing.T) {
+	root := trixieRoot(t)
+	js := startJupyter(t, jupyterSpec{
+		Root:     root,
+		Files:    map[string]string{"readonly_authz.py": readOnlyAuthorizer},
+		ConfigPy: "c.ServerApp.authorizer_class = 'readonly_authz.ReadOnly'\n",
+	})
+	cookie := loginCookie(t, js.BaseURL, js.Token)
+	tp := newTopology(t, js, JupyterOptions{})
+	tp.logs.secret(cookie)
+	tp.run(t, []verdictCase{
+		{name: "token user who may not execute kernels", via: "proxy", header: hdr("Authorization", "token "+js.Token), code: 4403, reason: "may not execute kernels"},
+		{name: "cookie user who may not execute kernels", via: "direct", host: js.HostHdr, header: hdr("Cookie", cookie), code: 4403, reason: "may not execute kernels"},
+	})
+	_ = strings.TrimSpace
+}
