@@ -1,0 +1,154 @@
+package jupyter
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestInstallUninstallRoundTrip installs into files of many shapes and
+// checks that install is idempotent, keeps every other key, and that
+// uninstall restores the exact bytes.
+func TestInstallUninstallRoundTrip(t *testing.T) {
+	const bin = "/opt/bridge/megane-jupyter-bridge"
+	befores := map[string]string{
+		"missing":  "",
+		"jupyter":  "{\n  \"ServerApp\": {\n    \"jpserver_extensions\": {\n      \"x\": true\n    }\n  }\n}\n",
+		"one line": `{"ServerApp": {"ip": "127.0.0.1"}, "A": [1, {"b": null}]}`,
+		"tabs":     "{\n\t\"ServerApp\": {\"port\": 8888}\n}",
+		"other proxy servers": `{
+    "ServerProxy": {
+        "servers": {
+            "code": {"command": ["code-server", "--port={port}"]}
+        },
+        "host_allowlist": ["localhost"]
+    },
+    "Z": "\"}{,"
+}
+`,
+		"empty proxy parents kept": `{"ServerProxy": {"servers": {"x": {}}, "other": 1}}`,
+	}
+	for name, before := range befores {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "sub", "jupyter_server_config.json")
+			if name != "missing" {
+				must(t, os.MkdirAll(filepath.Dir(path), 0o755))
+				must(t, os.WriteFile(path, []byte(before), 0o600))
+			}
+			changed, err := InstallRegistration(path, bin)
+			if err != nil || !changed {
+				t.Fatalf("install: changed %v err %v", changed, err)
+			}
+			after, _ := os.ReadFile(path)
+			var doc map[string]any
+			if err := json.Unmarshal(after, &doc); err != nil {
+				t.Fatalf("install wrote invalid JSON: %v\n%s", err, after)
+			}
+			got, _ := json.Marshal(doc["ServerProxy"].(map[string]any)["servers"].(map[string]any)["megane"])
+			var reg ProxyRegistration
+			must(t, json.Unmarshal(got, &reg))
+			if !reflect.DeepEqual(reg, Registration(bin)) || !IsBridgeRegistration(got) {
+				t.Errorf("registration %s, want %+v", got, Registration(bin))
+			}
+			if name != "missing" {
+				var old map[string]any
+				must(t, json.Unmarshal([]byte(before), &old))
+				for k, v := range old {
+					if k != "ServerProxy" && !reflect.DeepEqual(doc[k], v) {
+						t.Errorf("key %s changed", k)
+					}
+				}
+				if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+					t.Errorf("mode %v, want 0600 kept", fi.Mode().Perm())
+				}
+			}
+			if changed, err := InstallRegistration(path, bin); err != nil || changed {
+				t.Errorf("second install: changed %v err %v", changed, err)
+			}
+			if again, _ := os.ReadFile(path); string(again) != string(after) {
+				t.Error("second install changed the file")
+			}
+			if changed, err := UninstallRegistration(path); err != nil || !changed {
+				t.Fatalf("uninstall: changed %v err %v", changed, err)
+			}
+			restored, err := os.ReadFile(path)
+			if name == "missing" {
+				if !os.IsNotExist(err) {
+					t.Errorf("the file install created is still there: %q", restored)
+				}
+				return
+			}
+			if string(restored) != before {
+				t.Errorf("uninstall did not restore the file:\n got %q\nwant %q", restored, before)
+			}
+			if changed, err := UninstallRegistration(path); err != nil || changed {
+				t.Errorf("second uninstall: changed %v err %v", changed, err)
+			}
+			left, _ := os.ReadDir(filepath.Dir(path))
+			if len(left) != 1 {
+				t.Errorf("temporary files left behind: %v", left)
+			}
+		})
+	}
+}
+
+func TestInstallUpdatesOldBinaryAndRefusesBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "jupyter_server_config.json")
+	if _, err := InstallRegistration(path, "/old/megane-jupyter-bridge"); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := InstallRegistration(path, "/new/megane-jupyter-bridge"); err != nil || !changed {
+		t.Fatalf("update: %v %v", changed, err)
+	}
+	data, _ := os.ReadFile(path)
+	if !strings.Contains(string(data), "/new/megane-jupyter-bridge") || strings.Contains(string(data), "/old/") {
+		t.Errorf("not updated:\n%s", data)
+	}
+	for _, bad := range []string{`{"a": `, `[1]`, `{"ServerProxy": 3}`, `{"ServerProxy": {"servers": []}}`} {
+		must(t, os.WriteFile(path, []byte(bad), 0o644))
+		_, err := InstallRegistration(path, "/b")
+		if err == nil || !strings.Contains(err.Error(), "refusing to change "+path) {
+			t.Errorf("%s: err %v", bad, err)
+		}
+		if now, _ := os.ReadFile(path); string(now) != bad {
+			t.Errorf("%s: the file was changed", bad)
+		}
+	}
+	must(t, os.WriteFile(path, []byte(`{"ServerProxy": {"servers": {"megane": {"command": ["other"]}}}}`), 0o644))
+	if _, err := UninstallRegistration(path); err == nil || !strings.Contains(err.Error(), "not the registration install writes") {
+		t.Errorf("uninstall of a foreign entry: %v", err)
+	}
+}
+
+// TestInstalledRegistrationSeenByRealServer checks that a real Jupyter
+// server started after install has ServerProxy.servers.megane in its
+// effective configuration.
+func TestInstalledRegistrationSeenByRealServer(t *testing.T) {
+	py := needJupyter(t)
+	s := newSandbox(t)
+	s.vars["JUPYTER_CONFIG_DIR"] = filepath.Join(s.dir, "cfg")
+	s.write("cfg/jupyter_server_config.json", "{\n  \"ServerApp\": {\n    \"open_browser\": false\n  }\n}\n")
+	path, err := InstallFile(t.Context(), InstallUser, s.opts())
+	must(t, err)
+	if path != filepath.Join(s.dir, "cfg", "jupyter_server_config.json") {
+		t.Fatalf("user install file %s", path)
+	}
+	if _, err := InstallRegistration(path, "/usr/bin/megane-jupyter-bridge"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := showConfig(t, py, s)
+	var servers map[string]ProxyRegistration
+	must(t, json.Unmarshal(cfg["ServerProxy"]["servers"], &servers))
+	if !reflect.DeepEqual(servers["megane"], Registration("/usr/bin/megane-jupyter-bridge")) {
+		t.Errorf("effective ServerProxy.servers = %+v", servers)
+	}
+	ours, err := Load(t.Context(), s.opts())
+	must(t, err)
+	if !IsBridgeRegistration(ours.ServerProxy.Servers["megane"]) {
+		t.Errorf("Load's ServerProxy = %+v", ours.ServerProxy)
+	}
+}
