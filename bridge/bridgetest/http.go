@@ -188,6 +188,11 @@ func (h *HTTPReplay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if m.Method == "initialize" {
+		if !m.hasID() {
+			h.record(r, m.Method, http.StatusBadRequest)
+			http.Error(w, "initialize needs an id", http.StatusBadRequest)
+			return
+		}
 		h.initialize(w, r, &m)
 		return
 	}

@@ -237,3 +237,34 @@ func TestHTTPReplaySSEProgressAndCancel(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// FuzzHTTPReplay posts arbitrary bodies, with and without a live session:
+// the handler must never panic and every 200 answer must be JSON.
+func FuzzHTTPReplay(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"a":1}}}`), true)
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`), true)
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize"}`), false)
+	f.Fuzz(func(t *testing.T, body []byte, withSession bool) {
+		h, err := NewHTTPReplay(HTTPOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sid := ""
+		if withSession {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("POST", "/", strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize"}`)))
+			sid = rec.Header().Get("Mcp-Session-Id")
+		}
+		req := httptest.NewRequest("POST", "/", bytes.NewReader(body))
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req.WithContext(ctx)) // a fuzzed slow call ends with ctx
+		if rec.Code == http.StatusOK && rec.Header().Get("Content-Type") == "application/json" && !json.Valid(rec.Body.Bytes()) {
+			t.Fatalf("invalid JSON answer %q for %q", rec.Body.String(), body)
+		}
+	})
+}

@@ -437,7 +437,9 @@ func (s *server) handleLine(line []byte) {
 		}
 		if err := json.Unmarshal(m.Params, &p); err != nil {
 			s.journal.add(entry)
-			s.replyError(m.ID, -32602, "invalid tools/call params")
+			if m.hasID() {
+				s.replyError(m.ID, -32602, "invalid tools/call params")
+			}
 			return
 		}
 		entry.Tool = p.Name
