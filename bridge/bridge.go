@@ -306,7 +306,7 @@ func (b *Bridge) acquire(t *tab, spec ServerSpec) (*session, bool) {
 		return nil, false
 	}
 	s := b.sessions[key]
-	if s == nil {
+	if s == nil || s.stopping {
 		s = newSession(b, spec)
 		ctx, cancel := context.WithCancel(b.ctx)
 		s.cancel = cancel
@@ -345,16 +345,21 @@ func (b *Bridge) release(t *tab, s *session) {
 	select {
 	case <-s.ready:
 	default:
+		s.stopping = true
 		s.stop() // nobody waits for this start any more
 		return
 	}
 	if b.opts.IdleGrace < 0 {
+		s.stopping = true
 		s.stop()
 		return
 	}
 	s.grace = time.AfterFunc(b.opts.IdleGrace, func() {
 		b.mu.Lock()
-		idle := s.refs == 0
+		idle := s.refs == 0 && s.grace != nil
+		if idle {
+			s.stopping = true
+		}
 		b.mu.Unlock()
 		if idle {
 			s.stop()

@@ -228,4 +228,3 @@ type refuseAll struct{}
 func (refuseAll) RoundTrip(*http.Request) (*http.Response, error) {
 	return nil, fmt.Errorf("no request may leave this test")
 }
-

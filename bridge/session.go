@@ -47,16 +47,17 @@ type session struct {
 	cancel   context.CancelFunc // stops run; set at creation
 
 	mu       sync.Mutex
-	listing  *listing                          // guarded by mu; nil until started
-	watchers map[int]func(line string)         // guarded by mu; connects waiting for the start
-	calls    map[string]*call                  // guarded by mu; by progress token
-	stderr   []string                          // guarded by mu; the latest stderr lines (bounded)
-	nextW    int                               // guarded by mu
-	ended    bool                              // guarded by mu; no more calls accepted
-	relist   chan struct{}                     // buffered(1): list_changed signals; owned by run
-	holders  map[*tab]int                      // guarded by b.mu, not s.mu
-	refs     int                               // guarded by b.mu
-	grace    *time.Timer                       // guarded by b.mu
+	listing  *listing                  // guarded by mu; nil until started
+	watchers map[int]func(line string) // guarded by mu; connects waiting for the start
+	calls    map[string]*call          // guarded by mu; by progress token
+	stderr   []string                  // guarded by mu; the latest stderr lines (bounded)
+	nextW    int                       // guarded by mu
+	ended    bool                      // guarded by mu; no more calls accepted
+	relist   chan struct{}             // buffered(1): list_changed signals; owned by run
+	holders  map[*tab]int              // guarded by b.mu, not s.mu
+	refs     int                       // guarded by b.mu
+	stopping bool                      // guarded by b.mu; stop was requested: acquire starts a new session
+	grace    *time.Timer               // guarded by b.mu
 }
 
 // listing is a server's tools/list, every page, kept raw.

@@ -898,6 +898,16 @@ func (s *stderrTail) lines() []string {
 // sanitizeLine makes a line safe to show and log: valid UTF-8, without
 // terminal escape sequences or control characters (tabs become spaces).
 func sanitizeLine(b []byte) string {
+	plain := true
+	for _, c := range b {
+		if c < 0x20 || c >= 0x7f {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return string(b)
+	}
 	var sb strings.Builder
 	sb.Grow(len(b))
 	for i := 0; i < len(b); {

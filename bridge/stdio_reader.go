@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -73,6 +74,9 @@ func (m *msgReader) decode(line []byte) jsonrpc.Message {
 		}
 	}
 	msg, err := jsonrpc.DecodeMessage(data)
+	if req, ok := msg.(*jsonrpc.Request); err == nil && ok && req.Method == "" {
+		err = errors.New("a request without a method") // go-sdk accepts "method": null
+	}
 	if err != nil {
 		m.log.Warn("skipping an invalid JSON-RPC message on the server's stdout", "line", logLine(data), "error", err)
 		return nil
@@ -271,10 +275,26 @@ func (s *topScanner) addID(c byte) {
 }
 
 func (s *topScanner) feed(p []byte) {
-	for _, c := range p {
+	for i := 0; i < len(p); i++ {
 		if s.done {
 			return
 		}
+		if s.inStr && !s.strIsKey && !s.capturing() {
+			// Inside a string nobody needs: jump to its closing quote.
+			j := bytes.IndexByte(p[i:], '"')
+			if j < 0 {
+				s.esc = escapedAfter(p[i:], s.esc)
+				return
+			}
+			escaped := escapedAfter(p[i:i+j], s.esc)
+			s.esc = false
+			if !escaped {
+				s.inStr = false
+			}
+			i += j
+			continue
+		}
+		c := p[i]
 		if !s.started {
 			if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
 				continue
@@ -355,6 +375,20 @@ func (s *topScanner) feed(p []byte) {
 			}
 		}
 	}
+}
+
+// escapedAfter reports whether the byte after seg, inside a JSON string, is
+// escaped: seg ends in an odd run of backslashes, counting a pending escape
+// (pending) from before seg when the run covers all of seg.
+func escapedAfter(seg []byte, pending bool) bool {
+	n := 0
+	for n < len(seg) && seg[len(seg)-1-n] == '\\' {
+		n++
+	}
+	if n == len(seg) {
+		return pending != (n%2 == 1)
+	}
+	return n%2 == 1
 }
 
 // id returns the top-level id if it is a string or an integer.

@@ -288,3 +288,21 @@ func BenchmarkStdioReadLarge(b *testing.B) {
 		}
 	})
 }
+
+// TestStdioReaderScannerEscapes checks that the scanner of oversized lines
+// follows strings with escapes split anywhere.
+func TestStdioReaderScannerEscapes(t *testing.T) {
+	for _, text := range []string{`\`, `\\`, `"`, `\"`, `a\\"b`, `}{"id":5,`, `\\\"\\`, "\u2028\x00"} {
+		val, _ := json.Marshal(map[string]any{"s": strings.Repeat(text, 40), "id": 1})
+		line := `{"jsonrpc":"2.0","result":` + string(val) + `,"k` + strings.Repeat(`\\`, 3) + `":"` + strings.Repeat(`\\`, 5) + `","id":42}`
+		for split := 1; split < len(line); split += 3 {
+			var s topScanner
+			s.feed([]byte(line[:split]))
+			s.feed([]byte(line[split:]))
+			id, ok := s.id()
+			if !ok || id.Raw() != int64(42) || s.hasMethod || !s.done {
+				t.Fatalf("%q split at %d: id %v %v, method %v, done %v", line, split, id.Raw(), ok, s.hasMethod, s.done)
+			}
+		}
+	}
+}

@@ -537,6 +537,11 @@ func (t *tab) connect(ctx context.Context, m pageMessage, spec ServerSpec, answe
 		answer(errorReply(m.Type, m.ID, errorf(CodeServerFailed, "%s", s.startErr.Error())))
 		return
 	}
+	if s.state() != stateConnected {
+		t.b.release(t, s)
+		answer(errorReply(m.Type, m.ID, errorf(CodeServerFailed, "the session with %s ended as it was joined: connect again", spec.Name)))
+		return
+	}
 	l := s.currentListing()
 	var approval string
 	if t.b.opts.Approvals != nil {
