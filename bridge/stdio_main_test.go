@@ -53,6 +53,10 @@ func runTestServer(mode string) int {
 		return 2
 	case "stderr-flood":
 		return stderrFlood()
+	case "deaf": // never reads stdin
+		for {
+			time.Sleep(time.Hour)
+		}
 	case "spawner":
 		return spawner()
 	case "owner":

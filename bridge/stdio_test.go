@@ -529,6 +529,39 @@ func TestStdioConnectOnce(t *testing.T) {
 	assertGone(t, "keeper", tr.Pgid())
 }
 
+// TestStdioCloseUnblocksWrite closes a connection while a Write is blocked
+// on a server that never reads.
+func TestStdioCloseUnblocksWrite(t *testing.T) {
+	opts := serverOptions(t, "deaf")
+	opts.TerminateDuration = 100 * time.Millisecond
+	opts.KillDuration = 100 * time.Millisecond
+	tr := NewStdioTransport(opts)
+	conn, err := tr.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := jsonrpc.NewCall(jsonrpc.Int64ID(1), "tools/call", map[string]any{"text": strings.Repeat("w", 4<<20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeErr := make(chan error, 1)
+	go func() { writeErr <- conn.Write(context.Background(), req) }()
+	select {
+	case err := <-writeErr:
+		t.Fatalf("a 4 MiB write to a server that never reads returned %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := conn.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if err := <-writeErr; err == nil {
+		t.Error("the blocked Write succeeded")
+	}
+	if ee := tr.ExitError(); ee == nil || ee.Signal != "SIGTERM" || !ee.Stopped {
+		t.Errorf("exit = %#v, want stopped by SIGTERM", ee)
+	}
+}
+
 // The context given to Connect bounds the start only.
 func TestStdioConnectContextDoesNotLimitLife(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())

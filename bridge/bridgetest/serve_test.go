@@ -19,13 +19,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-const fixtureDir = "/work/shared/fixtures/megane-reference"
 
 // fixture returns the path of a megane-reference fixture, skipping (or, in CI,
 // failing) when the shared fixtures are not on this machine.
 func fixture(t *testing.T, name string) string {
 	t.Helper()
-	p := filepath.Join(fixtureDir, name)
+	p := filepath.Join(FixtureDir(), name)
 	if _, err := os.Stat(p); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("fixture %s missing: %v", p, err)
