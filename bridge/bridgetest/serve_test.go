@@ -19,7 +19,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-
 // fixture returns the path of a megane-reference fixture, skipping (or, in CI,
 // failing) when the shared fixtures are not on this machine.
 func fixture(t *testing.T, name string) string {
