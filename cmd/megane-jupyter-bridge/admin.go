@@ -2,25 +2,266 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
+	"flag"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 )
 
-// The administration subcommands. Owned by the configuration work (issue 3);
-// these are placeholders until it lands.
+// The administration subcommands: servers, install, uninstall (this file)
+// and doctor (admin_doctor.go). They read configuration through the
+// jupyter package and print one line per finding.
 
-func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("servers: not built yet")
+// configFlags are the flags shared by servers and doctor.
+type configFlags struct {
+	python  string
+	rootDir string
+	servers string
 }
 
-func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("doctor: not built yet")
+func (c *configFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.python, "python", "", "the Jupyter server's Python (default: the interpreter of the jupyter script on PATH, else a python3 with traitlets)")
+	fs.StringVar(&c.rootDir, "root-dir", "", "the Jupyter server's root_dir, for ${workspaceFolder} (default: the working directory)")
+	fs.StringVar(&c.servers, "servers", "", "read a {\"mcpServers\": …} JSON file instead of Jupyter's configuration")
+}
+
+func (c *configFlags) load(ctx context.Context) (*jupyter.Config, error) {
+	opts := jupyter.Options{Python: c.python, RootDir: c.rootDir}
+	if c.servers != "" {
+		return jupyter.LoadServersFile(c.servers, opts)
+	}
+	return jupyter.Load(ctx, opts)
+}
+
+// serverJSON is one server in `servers --json`. Env and header values are
+// never printed, only their names.
+type serverJSON struct {
+	Name        string   `json:"name"`
+	Transport   string   `json:"transport"`
+	Command     string   `json:"command,omitempty"`
+	Args        []string `json:"args,omitempty"`
+	CommandLine string   `json:"commandLine,omitempty"`
+	Cwd         string   `json:"cwd,omitempty"`
+	URL         string   `json:"url,omitempty"`
+	Env         []string `json:"env,omitempty"`
+	Headers     []string `json:"headers,omitempty"`
+	Source      string   `json:"source"`
+	Level       string   `json:"level"`
+	Fingerprint string   `json:"fingerprint"`
+	Warnings    []string `json:"warnings,omitempty"`
+}
+
+type serversJSON struct {
+	Servers    []serverJSON           `json:"servers"`
+	Problems   []jupyter.Problem      `json:"problems"`
+	Files      []jupyter.SettingsFile `json:"files"`
+	UserFile   *jupyter.SettingsFile  `json:"userFile"`
+	ConfigPath []string               `json:"configPath"`
+	Python     string                 `json:"python,omitempty"`
+}
+
+func names(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("servers", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf configFlags
+	cf.register(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{"servers takes no arguments"}
+	}
+	cfg, err := cf.load(ctx)
+	if err != nil {
+		return err
+	}
+	out := serversJSON{Servers: []serverJSON{}, Problems: cfg.Problems, Files: cfg.Files, ConfigPath: cfg.ConfigPath}
+	if out.Problems == nil {
+		out.Problems = []jupyter.Problem{}
+	}
+	if out.Files == nil {
+		out.Files = []jupyter.SettingsFile{}
+	}
+	if cfg.UserFile.Path != "" {
+		uf := cfg.UserFile
+		out.UserFile = &uf
+	}
+	if cfg.Python != nil {
+		out.Python = cfg.Python.Path
+	}
+	for _, e := range cfg.Entries {
+		s := serverJSON{Name: e.Name, Transport: e.Transport, Command: e.Command, Args: e.Args, Cwd: e.Cwd,
+			URL: e.URL, Env: names(e.Env), Headers: names(e.Headers), Source: e.Source, Level: e.Level,
+			Fingerprint: e.Fingerprint, Warnings: e.Warnings}
+		if e.Transport == jupyter.TransportStdio {
+			s.CommandLine = e.CommandLine()
+		}
+		out.Servers = append(out.Servers, s)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	if len(cfg.Entries) == 0 {
+		fmt.Fprintln(stdout, "no servers")
+	}
+	for _, s := range out.Servers {
+		target := s.CommandLine
+		if s.Transport == jupyter.TransportHTTP {
+			target = s.URL
+		}
+		fmt.Fprintf(stdout, "%s (%s): %s\n", s.Name, s.Transport, target)
+		if s.Cwd != "" {
+			fmt.Fprintf(stdout, "  cwd:         %s\n", s.Cwd)
+		}
+		if len(s.Env) > 0 {
+			fmt.Fprintf(stdout, "  env:         %s\n", strings.Join(s.Env, ", "))
+		}
+		if len(s.Headers) > 0 {
+			fmt.Fprintf(stdout, "  headers:     %s\n", strings.Join(s.Headers, ", "))
+		}
+		fmt.Fprintf(stdout, "  source:      %s\n", s.Source)
+		fmt.Fprintf(stdout, "  fingerprint: %s\n", s.Fingerprint)
+		for _, w := range s.Warnings {
+			fmt.Fprintf(stdout, "  warning:     %s\n", w)
+		}
+	}
+	if len(cfg.Problems) > 0 {
+		fmt.Fprintln(stdout, "problems:")
+		for _, p := range cfg.Problems {
+			fmt.Fprintf(stdout, "  %s\n", p.Message)
+		}
+	}
+	return nil
+}
+
+// installFlags are the flags of install and uninstall.
+type installFlags struct {
+	user, sysPrefix, system bool
+	python                  string
+	bridge                  string
+}
+
+func parseInstallFlags(name string, args []string, stderr io.Writer) (*installFlags, string, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := &installFlags{}
+	fs.BoolVar(&f.user, "user", false, "the user's config directory: JUPYTER_CONFIG_DIR, else ~/.jupyter (the default)")
+	fs.BoolVar(&f.sysPrefix, "sys-prefix", false, "{sys.prefix}/etc/jupyter of the Jupyter server's Python")
+	fs.BoolVar(&f.system, "system", false, "/usr/local/etc/jupyter")
+	fs.StringVar(&f.python, "python", "", "the Jupyter server's Python, for --sys-prefix")
+	if name == "install" {
+		fs.StringVar(&f.bridge, "bridge", "", "the bridge binary the registration runs (default: this one)")
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, "", usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return nil, "", usageError{name + " takes no arguments"}
+	}
+	level := jupyter.InstallUser
+	n := 0
+	for _, x := range []struct {
+		set   bool
+		level string
+	}{{f.user, jupyter.InstallUser}, {f.sysPrefix, jupyter.InstallSysPrefix}, {f.system, jupyter.InstallSystem}} {
+		if x.set {
+			n++
+			level = x.level
+		}
+	}
+	if n > 1 {
+		return nil, "", usageError{"give at most one of --user, --sys-prefix, --system"}
+	}
+	return f, level, nil
+}
+
+// thisBinary is the absolute path of the running executable.
+func thisBinary() (string, error) {
+	p, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("cannot find this program's path: %w", err)
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	}
+	return p, nil
 }
 
 func runInstall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("install: not built yet")
+	f, level, err := parseInstallFlags("install", args, stderr)
+	if err != nil {
+		return err
+	}
+	bin := f.bridge
+	if bin == "" {
+		if bin, err = thisBinary(); err != nil {
+			return err
+		}
+	} else if bin, err = filepath.Abs(bin); err != nil {
+		return err
+	}
+	opts := jupyter.Options{Python: f.python}
+	path, err := jupyter.InstallFile(ctx, level, opts)
+	if err != nil {
+		return err
+	}
+	changed, err := jupyter.InstallRegistration(path, bin)
+	if err != nil {
+		return err
+	}
+	if changed {
+		fmt.Fprintf(stdout, "registered %q with jupyter-server-proxy in %s (runs %s); restart the Jupyter server to use it\n", jupyter.ProxyServerName, path, bin)
+	} else {
+		fmt.Fprintf(stdout, "already registered in %s (runs %s)\n", path, bin)
+	}
+	// Say so when a higher-priority file hides the registration.
+	if cfg, err := jupyter.Load(ctx, opts); err == nil {
+		if raw, ok := cfg.ServerProxy.Servers[jupyter.ProxyServerName]; !ok || !jupyter.IsBridgeRegistration(raw) {
+			fmt.Fprintf(stderr, "warning: ServerProxy.servers in %s replaces the value in %s, so Jupyter will not see this registration; add %q there or remove it\n",
+				strings.Join(cfg.ServerProxy.Files, ", "), path, jupyter.ProxyServerName)
+		}
+		if cfg.Python != nil && !cfg.Python.ServerProxy {
+			fmt.Fprintf(stderr, "warning: jupyter-server-proxy is not installed for %s: install it (pip install jupyter-server-proxy) or the bridge cannot be reached\n", cfg.Python.Path)
+		}
+	}
+	return nil
 }
 
 func runUninstall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("uninstall: not built yet")
+	f, level, err := parseInstallFlags("uninstall", args, stderr)
+	if err != nil {
+		return err
+	}
+	path, err := jupyter.InstallFile(ctx, level, jupyter.Options{Python: f.python})
+	if err != nil {
+		return err
+	}
+	changed, err := jupyter.UninstallRegistration(path)
+	if err != nil {
+		return err
+	}
+	if changed {
+		fmt.Fprintf(stdout, "removed the %q registration from %s\n", jupyter.ProxyServerName, path)
+	} else {
+		fmt.Fprintf(stdout, "nothing to remove: %s has no %q registration\n", path, jupyter.ProxyServerName)
+	}
+	return nil
 }

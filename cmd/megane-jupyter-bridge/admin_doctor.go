@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
+)
+
+// report prints doctor's findings, one line each: "ok:", "warning:" or
+// "error:" and a sentence naming what to do.
+type report struct {
+	out    io.Writer
+	errors int
+}
+
+func (r *report) add(level, format string, a ...any) {
+	if level == "error" {
+		r.errors++
+	}
+	fmt.Fprintf(r.out, "%-8s %s\n", level+":", fmt.Sprintf(format, a...))
+}
+
+func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf configFlags
+	cf.register(fs)
+	spawn := fs.Bool("spawn", false, "start each server and time initialize and tools/list")
+	timeout := fs.Duration("timeout", 2*time.Minute, "with --spawn: how long each server may take to answer initialize and tools/list")
+	jupyterURL := fs.String("jupyter-url", "", "the Jupyter server to check (default: every server in Jupyter's runtime directory)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{"doctor takes no arguments"}
+	}
+	r := &report{out: stdout}
+	cfg, err := cf.load(ctx)
+	if err != nil {
+		r.add("error", "%v", err)
+		return fmt.Errorf("doctor found %d problem(s)", r.errors)
+	}
+	if cf.servers == "" {
+		checkPython(r, cfg)
+		checkRegistration(r, cfg)
+	}
+	for _, p := range cfg.Problems {
+		r.add("error", "%s", p.Message)
+	}
+	for _, e := range cfg.Entries {
+		target := e.CommandLine()
+		if e.Transport == jupyter.TransportHTTP {
+			target = e.URL
+		}
+		if e.Transport == jupyter.TransportStdio && !filepath.IsAbs(e.Command) {
+			// The command was not found: the server cannot start.
+			for _, w := range e.Warnings {
+				r.add("error", "%s", w)
+			}
+			continue
+		}
+		r.add("ok", "server %s (%s, %s): %s", e.Name, e.Transport, e.Source, target)
+		for _, w := range e.Warnings {
+			r.add("warning", "%s", w)
+		}
+	}
+	if cf.servers == "" {
+		checkJupyter(ctx, r, *jupyterURL, cf)
+	}
+	if *spawn {
+		for _, e := range cfg.Entries {
+			spawnCheck(ctx, r, cfg, e, *timeout)
+		}
+	}
+	if r.errors > 0 {
+		return fmt.Errorf("doctor found %d problem(s)", r.errors)
+	}
+	fmt.Fprintln(stdout, "no problems found")
+	return nil
+}
+
+func checkPython(r *report, cfg *jupyter.Config) {
+	py := cfg.Python
+	if py == nil {
+		r.add("warning", "no Python with traitlets found for the Jupyter server: .py config files cannot be read and {sys.prefix}/etc/jupyter is not searched; pass --python")
+		return
+	}
+	r.add("ok", "Jupyter's Python: %s (sys.prefix %s, jupyter_server %s, traitlets %s)", py.Path, py.Prefix, orNone(py.JupyterServer), py.Traitlets)
+	if py.JupyterServer == "" {
+		r.add("warning", "%s cannot import jupyter_server: is it the Jupyter server's Python? pass --python", py.Path)
+	}
+	if !py.ServerProxy {
+		r.add("error", "jupyter-server-proxy is not installed for %s: install it (pip install jupyter-server-proxy), or pages cannot reach the bridge", py.Path)
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func checkRegistration(r *report, cfg *jupyter.Config) {
+	sp := cfg.ServerProxy
+	raw, ok := sp.Servers[jupyter.ProxyServerName]
+	for _, d := range cfg.Dirs {
+		frags, _ := filepath.Glob(filepath.Join(d.Path, "jupyter_server_config.d", "*.json"))
+		for _, f := range frags {
+			if data, err := os.ReadFile(f); err == nil && strings.Contains(string(data), `"ServerProxy"`) {
+				r.add("warning", "%s sets ServerProxy, but Jupyter reads only ServerApp.jpserver_extensions from jupyter_server_config.d; run megane-jupyter-bridge install and remove it", f)
+			}
+		}
+	}
+	if !ok {
+		hint := "run megane-jupyter-bridge install (--user, --sys-prefix or --system)"
+		if len(sp.Files) > 0 {
+			hint = fmt.Sprintf("ServerProxy.servers in %s replaces lower-priority values and has no %q; add it there, or run install at that level", strings.Join(sp.Files, ", "), jupyter.ProxyServerName)
+		}
+		if len(sp.Unread) > 0 {
+			hint += fmt.Sprintf(" (%s could not be evaluated)", strings.Join(sp.Unread, ", "))
+		}
+		r.add("error", "the bridge is not registered with jupyter-server-proxy: %s", hint)
+		return
+	}
+	where := strings.Join(sp.Files, ", ")
+	var reg struct {
+		Command []string `json:"command"`
+	}
+	if json.Unmarshal(raw, &reg) != nil || len(reg.Command) == 0 {
+		r.add("error", "ServerProxy.servers.%s in %s has no command list; run megane-jupyter-bridge install again", jupyter.ProxyServerName, where)
+		return
+	}
+	if !jupyter.IsBridgeRegistration(raw) {
+		r.add("warning", "ServerProxy.servers.%s in %s differs from what install writes; run install again unless that is intended", jupyter.ProxyServerName, where)
+	}
+	me, err := thisBinary()
+	if err != nil {
+		r.add("warning", "%v", err)
+		return
+	}
+	cmd := reg.Command[0]
+	a, errA := os.Stat(cmd)
+	b, errB := os.Stat(me)
+	switch {
+	case errA != nil:
+		r.add("error", "the registration in %s runs %s, which does not exist; run megane-jupyter-bridge install again", where, cmd)
+	case errB == nil && !os.SameFile(a, b):
+		r.add("error", "the registration in %s runs %s, not this binary (%s); run install with the binary you mean", where, cmd, me)
+	default:
+		r.add("ok", "registered with jupyter-server-proxy as %q in %s, running %s", jupyter.ProxyServerName, where, cmd)
+	}
+}
+
+// checkJupyter finds the running Jupyter servers (or the one at url) and
+// asks each for its version.
+func checkJupyter(ctx context.Context, r *report, url string, cf configFlags) {
+	var parents []*jupyter.Parent
+	if url != "" {
+		p, err := jupyter.FindParent(jupyter.ParentOptions{URL: url})
+		if err != nil {
+			r.add("error", "%v", err)
+			return
+		}
+		parents = append(parents, p)
+	} else {
+		dir := jupyter.RuntimeDir(jupyter.Options{})
+		files, _ := filepath.Glob(filepath.Join(dir, "jpserver-*.json"))
+		sort.Strings(files)
+		for _, f := range files {
+			pid, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "jpserver-"), ".json"))
+			if err != nil {
+				continue
+			}
+			if syscall.Kill(pid, 0) != nil && !errors.Is(syscall.Kill(pid, 0), syscall.EPERM) {
+				r.add("warning", "%s is left over from a server that no longer runs (pid %d); Jupyter removes it on its next start", f, pid)
+				continue
+			}
+			p, err := jupyter.FindParent(jupyter.ParentOptions{PPID: pid})
+			if err != nil {
+				r.add("warning", "%s: %v", f, err)
+				continue
+			}
+			parents = append(parents, p)
+		}
+		if len(parents) == 0 {
+			r.add("warning", "no running Jupyter server found in %s; start one (or set JUPYTER_RUNTIME_DIR as the server has it) to check it", dir)
+			return
+		}
+	}
+	for _, p := range parents {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		v, err := p.Version(cctx)
+		cancel()
+		if err != nil {
+			r.add("error", "Jupyter server %s cannot be reached: %v", p, err)
+			continue
+		}
+		r.add("ok", "Jupyter server %s answers (jupyter_server %s)", p, v)
+	}
+}
+
+// spawnCheck connects to one server as the bridge would and times
+// initialize and tools/list.
+func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e jupyter.Entry, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "megane-jupyter-bridge-doctor", Version: version}, nil)
+	var transport mcp.Transport
+	var stderrTail tail
+	var cmd *exec.Cmd
+	switch e.Transport {
+	case jupyter.TransportStdio:
+		cmd = exec.Command(e.Command, e.Args...)
+		env := cfg.Admin.FilterEnv(os.Environ())
+		for _, k := range names(e.Env) {
+			env = append(env, k+"="+e.Env[k])
+		}
+		cmd.Env = env
+		cmd.Dir = e.Cwd
+		cmd.Stderr = &stderrTail
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	default:
+		transport = &mcp.StreamableClientTransport{Endpoint: e.URL, MaxRetries: -1,
+			HTTPClient: &http.Client{Transport: headerTransport{e.Headers, http.DefaultTransport}}}
+	}
+	// The whole process group goes at the end: uvx and shell wrappers leave
+	// grandchildren that the transport does not signal.
+	defer func() {
+		if cmd != nil && cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}()
+	fail := func(step string, start time.Time, err error) {
+		msg := fmt.Sprintf("server %s: %s failed after %s: %v", e.Name, step, time.Since(start).Round(time.Millisecond), err)
+		if t := stderrTail.lastLines(3); t != "" {
+			msg += "; stderr: " + t
+		}
+		r.add("error", "%s", msg)
+	}
+	start := time.Now()
+	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		fail("initialize", start, err)
+		return
+	}
+	defer cs.Close()
+	initDur := time.Since(start)
+	start = time.Now()
+	n := 0
+	var cursor string
+	for {
+		res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			fail("tools/list", start, err)
+			return
+		}
+		n += len(res.Tools)
+		if res.NextCursor == "" {
+			break
+		}
+		cursor = res.NextCursor
+	}
+	info := ""
+	if ir := cs.InitializeResult(); ir != nil && ir.ServerInfo != nil {
+		info = fmt.Sprintf(" (%s %s)", ir.ServerInfo.Name, ir.ServerInfo.Version)
+	}
+	r.add("ok", "server %s%s: initialize %s, tools/list %s, %d tools", e.Name, info, initDur.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), n)
+}
+
+// headerTransport adds an entry's headers to every request.
+type headerTransport struct {
+	headers map[string]string
+	next    http.RoundTripper
+}
+
+func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range h.headers {
+		req.Header.Set(k, v)
+	}
+	return h.next.RoundTrip(req)
+}
+
+// tail keeps the last 4 KiB written to it. Written by the exec package's
+// copying goroutine, read after the process ended or was killed; guarded
+// by mu.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 4096 {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-4096:]...)
+	}
+	return len(p), nil
+}
+
+// lastLines returns up to n last non-empty lines, joined with " | ".
+func (t *tail) lastLines(n int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var lines []string
+	for _, l := range strings.Split(string(t.buf), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
