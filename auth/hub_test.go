@@ -1,0 +1,318 @@
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
+)
+
+// hubConfig is a JupyterHub 5 configuration: dummy authenticator, servers
+// run as the Hub's own user, JupyterHub's custom jupyter_server scopes with
+// an authorizer that honours them, a viewer role for vera on alice's server,
+// and a service token for the test.
+const hubConfig = `
+c = get_config()
+d = %[1]q
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = %[2]d
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = %[3]d
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:%[4]d"
+c.ConfigurableHTTPProxy.auth_token = %[5]q
+c.ConfigurableHTTPProxy.pid_file = d + "/proxy.pid"
+c.JupyterHub.db_url = "sqlite:///" + d + "/hub.sqlite"
+c.JupyterHub.cookie_secret_file = d + "/cookie_secret"
+c.JupyterHub.pid_file = d + "/hub.pid"
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allow_all = True
+c.JupyterHub.spawner_class = "simple"
+c.SimpleLocalProcessSpawner.home_dir_template = d + "/home/{username}"
+c.Spawner.args = ["--allow-root", "--config=" + d + "/singleuser_config.py"]
+c.Spawner.environment = {"JUPYTERHUB_SINGLEUSER_EXTENSION": "1"}
+c.Spawner.http_timeout = 60
+c.JupyterHub.custom_scopes = {
+    "custom:jupyter_server:read:*": {"description": "read a server"},
+    "custom:jupyter_server:execute:*": {"description": "execute on a server", "subscopes": ["custom:jupyter_server:read:*"]},
+}
+c.Spawner.oauth_client_allowed_scopes = [
+    "access:servers!server", "custom:jupyter_server:read:*!server", "custom:jupyter_server:execute:*!server",
+]
+c.JupyterHub.services = [{"name": "tester", "api_token": %[6]q}]
+c.JupyterHub.load_roles = [
+    {"name": "user", "scopes": ["self", "custom:jupyter_server:execute:*!user", "custom:jupyter_server:read:*!user"]},
+    {"name": "viewer", "users": ["vera"], "scopes": ["access:servers!user=alice", "custom:jupyter_server:read:*!user=alice"]},
+    {"name": "tester", "services": ["tester"], "scopes": ["admin:users", "admin:servers", "tokens", "list:users", "read:users"]},
+]
+`
+
+// singleUserConfig makes the single-user server decide each action by the
+// caller's custom:jupyter_server:<action>:<resource> scopes on this server.
+const singleUserConfig = `
+import os
+from jupyterhub.singleuser.extension import JupyterHubAuthorizer
+
+class ScopeAuthorizer(JupyterHubAuthorizer):
+    def is_authorized(self, handler, user, action, resource):
+        owner = os.environ["JUPYTERHUB_USER"]
+        server = owner + "/" + os.environ.get("JUPYTERHUB_SERVER_NAME", "")
+        wanted = set()
+        for suffix in ("!user=" + owner, "!server=" + server):
+            for res in (resource, "*"):
+                wanted.add("custom:jupyter_server:%s:%s%s" % (action, res, suffix))
+        return bool(self.hub_auth.check_scopes(wanted, user.hub_user))
+
+c = get_config()
+c.ServerApp.authorizer_class = ScopeAuthorizer
+`
+
+type hub struct {
+	Public   string // http://127.0.0.1:<port>/
+	HostHdr  string
+	APIToken string // the tester service's token
+	apiPort  int
+	chpToken string
+}
+
+func startHub(t *testing.T, root string) *hub {
+	t.Helper()
+	dir, err := os.MkdirTemp(filepath.Join(root, "tmp"), "megane-hub-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	inner := strings.TrimPrefix(dir, root)
+	port, hubPort, apiPort := freePort(t), freePort(t), freePort(t)
+	svcToken, _ := NewToken()
+	chpToken, _ := NewToken()
+	conf := fmt.Sprintf(hubConfig, inner, port, hubPort, apiPort, chpToken, svcToken)
+	if err := os.WriteFile(filepath.Join(dir, "jupyterhub_config.py"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "singleuser_config.py"), []byte(singleUserConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("chroot", root, "/bin/sh", "-c", "cd "+inner+" && exec jupyterhub -f "+inner+"/jupyterhub_config.py")
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + inner, "LANG=C.UTF-8"}
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		// The spawned single-user servers and the proxy are in the group;
+		// make sure none outlives the test.
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		if t.Failed() {
+			t.Logf("jupyterhub output:\n%s", out.String())
+		}
+	})
+	h := &hub{Public: "http://127.0.0.1:" + strconv.Itoa(port) + "/", HostHdr: "127.0.0.1:" + strconv.Itoa(port),
+		APIToken: svcToken, apiPort: apiPort, chpToken: chpToken}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := http.Get(h.Public + "hub/api/")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return h
+			}
+		}
+		select {
+		case <-done:
+			t.Fatalf("jupyterhub exited:\n%s", out.String())
+		case <-time.After(300 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jupyterhub did not answer within 90 s:\n%s", out.String())
+		}
+	}
+}
+
+// api calls the Hub's REST API as the tester service.
+func (h *hub) api(t *testing.T, method, path string, body any, into any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = strings.NewReader(string(b))
+	}
+	req, _ := http.NewRequest(method, h.Public+"hub/api/"+path, rd)
+	req.Header.Set("Authorization", "token "+h.APIToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if into != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(data, into); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, data)
+		}
+	}
+	if resp.StatusCode >= 400 {
+		t.Fatalf("%s %s: %s: %s", method, path, resp.Status, data)
+	}
+	return resp.StatusCode
+}
+
+// startServer starts user's default server and returns its internal URL
+// (the proxy's route target) once it is ready.
+func (h *hub) startServer(t *testing.T, user string) string {
+	t.Helper()
+	h.api(t, "POST", "users", map[string]any{"usernames": []string{user, "bob", "vera"}}, nil)
+	h.api(t, "POST", "users/"+user+"/server", nil, nil)
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		var u struct {
+			Servers map[string]struct {
+				Ready bool `json:"ready"`
+			} `json:"servers"`
+		}
+		h.api(t, "GET", "users/"+user, nil, &u)
+		if s, ok := u.Servers[""]; ok && s.Ready {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	req, _ := http.NewRequest("GET", "http://127.0.0.1:"+strconv.Itoa(h.apiPort)+"/api/routes", nil)
+	req.Header.Set("Authorization", "token "+h.chpToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var routes map[string]struct {
+		Target string `json:"target"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&routes); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := routes["/user/"+user]
+	if !ok {
+		t.Fatalf("no proxy route for %s: %v", user, routes)
+	}
+	return r.Target
+}
+
+// token creates an API token for user with the given scopes (nil: the
+// user's own).
+func (h *hub) token(t *testing.T, user string, scopes []string) string {
+	t.Helper()
+	body := map[string]any{"note": "megane auth test"}
+	if scopes != nil {
+		body["scopes"] = scopes
+	}
+	var out struct {
+		Token string `json:"token"`
+	}
+	h.api(t, "POST", "users/"+user+"/tokens", body, &out)
+	return out.Token
+}
+
+// browserCookie logs user in to the Hub and visits their server the way a
+// browser does (following the OAuth redirects), and returns the Cookie header
+// the browser then sends to /user/<user>/.
+func (h *hub) browserCookie(t *testing.T, user string) string {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 60 * time.Second}
+	resp, err := c.Get(h.Public + "hub/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	pub, _ := url.Parse(h.Public)
+	var xsrf string
+	for _, ck := range jar.Cookies(pub.JoinPath("hub/")) {
+		if ck.Name == "_xsrf" {
+			xsrf = ck.Value
+		}
+	}
+	resp, err = c.PostForm(h.Public+"hub/login?next=", url.Values{"username": {user}, "password": {"any"}, "_xsrf": {xsrf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp, err = c.Get(h.Public + "user/" + user + "/view/megane-auth-probe.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var parts []string
+	for _, ck := range jar.Cookies(pub.JoinPath("user", user, "/")) {
+		parts = append(parts, ck.Name+"="+ck.Value)
+	}
+	cookie := strings.Join(parts, "; ")
+	if !strings.Contains(cookie, "jupyterhub-user-"+user) {
+		t.Fatalf("no jupyterhub-user-%s cookie after the OAuth flow (last answer %s %s); cookies: %d", user, resp.Request.URL.Path, resp.Status, len(parts))
+	}
+	return cookie
+}
+
+func TestHub5Verdicts(t *testing.T) {
+	root := trixieRoot(t)
+	h := startHub(t, root)
+	target := h.startServer(t, "alice")
+	env := map[string]string{
+		"JUPYTERHUB_SERVICE_URL":    strings.TrimSuffix(target, "/") + "/user/alice/",
+		"JUPYTERHUB_SERVICE_PREFIX": "/user/alice/",
+		"JUPYTERHUB_USER":           "alice",
+		"JUPYTER_RUNTIME_DIR":       t.TempDir(),
+	}
+	parent, err := jupyter.FindParent(jupyter.ParentOptions{Getenv: func(k string) string { return env[k] }, PPID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !parent.Hub || parent.Owner != "alice" || parent.Source != "JUPYTERHUB_SERVICE_URL" {
+		t.Fatalf("parent %+v", parent)
+	}
+	if v, err := parent.Version(context.Background()); err != nil || jupyter.MajorVersion(v) != 2 {
+		t.Fatalf("single-user server version %q, %v", v, err)
+	}
+	js := &jupyterServer{HostHdr: h.HostHdr, Parent: parent, Token: h.APIToken}
+	tp := newTopology(t, js, JupyterOptions{})
+
+	aliceCookie := h.browserCookie(t, "alice")
+	aliceAll := h.token(t, "alice", nil)
+	aliceAccessOnly := h.token(t, "alice", []string{"access:servers!user=alice"})
+	aliceNoAccess := h.token(t, "alice", []string{"read:users!user=alice"})
+	bob := h.token(t, "bob", nil)
+	vera := h.token(t, "vera", nil)
+	tp.logs.secret(aliceCookie, aliceAll, aliceAccessOnly, aliceNoAccess, bob, vera)
+	same := "http://" + h.HostHdr
+	tp.run(t, []verdictCase{
+		{name: "owner's browser cookie", via: "proxy", header: hdr("Cookie", aliceCookie, "Origin", same), admitUser: "alice"},
+		{name: "owner's token", via: "proxy", header: hdr("Authorization", "token "+aliceAll), admitUser: "alice"},
+		{name: "owner's token as ?token=", via: "proxy", query: "?token=" + aliceAll, admitUser: "alice"},
+		{name: "owner's token with access but without the execute scope", via: "proxy", header: hdr("Authorization", "Bearer "+aliceAccessOnly), code: 4403, reason: "may not execute kernels"},
+		{name: "owner's token without access to servers", via: "direct", host: h.HostHdr, header: hdr("Authorization", "token "+aliceNoAccess), code: 4401, reason: "did not accept"},
+		{name: "another user", via: "proxy", header: hdr("Authorization", "token "+bob), code: 4401, reason: "did not accept"},
+		{name: "viewer with read-only access to the server", via: "proxy", header: hdr("Authorization", "token "+vera), code: 4403, reason: `"vera" may not execute kernels`},
+		{name: "owner's cookie with a foreign Origin", via: "direct", host: h.HostHdr, header: hdr("Cookie", aliceCookie, "Origin", "http://evil.example"), status: 403},
+		{name: "no credentials", via: "proxy", code: 4401, reason: "no Jupyter credentials"},
+	})
+}
