@@ -540,10 +540,8 @@ func TestStdioCloseUnblocksWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := jsonrpc.NewCall(jsonrpc.Int64ID(1), "tools/call", map[string]any{"text": strings.Repeat("w", 4<<20)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, _ := jsonrpc.MakeID(float64(1))
+	req := &jsonrpc.Request{ID: id, Method: "tools/call", Params: []byte(`"` + strings.Repeat("w", 4<<20) + `"`)}
 	writeErr := make(chan error, 1)
 	go func() { writeErr <- conn.Write(context.Background(), req) }()
 	select {
