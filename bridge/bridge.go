@@ -46,7 +46,7 @@ type Options struct {
 	ProtocolVersion string // MCP protocol version offered; if empty, "2025-11-25"
 
 	Environ  []string // base environment of stdio servers; if nil, os.Environ()
-	StripEnv []string // variable names never passed to stdio servers (credentials)
+	StripEnv []string // variable names never passed to stdio servers (credentials); "NAME_*" strips a prefix
 
 	KeeperPath        string        // see StdioOptions.KeeperPath
 	TerminateDuration time.Duration // see StdioOptions

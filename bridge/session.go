@@ -508,14 +508,18 @@ func (b *Bridge) childEnv(extra map[string]string) []string {
 	if base == nil {
 		base = os.Environ()
 	}
-	strip := make(map[string]bool, len(b.opts.StripEnv))
-	for _, k := range b.opts.StripEnv {
-		strip[k] = true
+	stripped := func(name string) bool {
+		for _, p := range b.opts.StripEnv {
+			if pre, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(name, pre) || p == name {
+				return true
+			}
+		}
+		return strings.HasPrefix(name, "MEGANE_BRIDGE_KEEPER")
 	}
 	env := make([]string, 0, len(base)+len(extra))
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
-		if strip[k] || strings.HasPrefix(k, "MEGANE_BRIDGE_KEEPER") {
+		if stripped(k) {
 			continue
 		}
 		if _, over := extra[k]; over {

@@ -75,7 +75,7 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, usageError{fmt.Sprintf("--log-level: %v", err)}
 	}
-	return slog.New(auth.RedactingHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))), nil
+	return slog.New(auth.NewRedactingHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))), nil
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -189,5 +189,6 @@ func runDemoTools(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
-	return demotools.RunWithOptions(ctx, stdin, stdout, demotools.Options{Version: version, Log: stderr})
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	return demotools.RunWithOptions(ctx, stdin, stdout, demotools.Options{Version: version, Logger: log})
 }
