@@ -16,9 +16,9 @@ import (
 // wiring is what serve builds from its flags.
 type wiring struct {
 	opts     bridge.Options
-	mode     string               // "standalone" or "jupyter"
-	announce func(addr net.Addr)  // prints how to connect, once listening
-	closers  []func()             // run by close, last first
+	mode     string              // "standalone" or "jupyter"
+	announce func(addr net.Addr) // prints how to connect, once listening
+	closers  []func()            // run by close, last first
 }
 
 func (w *wiring) close() {
