@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// adminSandbox points HOME, JUPYTER_* and PATH at a temporary directory for
+// the admin subcommands (which read the process environment).
+type adminSandbox struct {
+	dir, cfgDir, bin string
+}
+
+func newAdminSandbox(t *testing.T) *adminSandbox {
+	t.Helper()
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	s := &adminSandbox{dir: dir, cfgDir: filepath.Join(dir, "cfg"), bin: filepath.Join(dir, "bin")}
+	for _, d := range []string{s.cfgDir, s.bin, filepath.Join(dir, "home"), filepath.Join(dir, "runtime")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("HOME", filepath.Join(dir, "home"))
+	t.Setenv("JUPYTER_CONFIG_DIR", s.cfgDir)
+	t.Setenv("JUPYTER_RUNTIME_DIR", filepath.Join(dir, "runtime"))
+	t.Setenv("JUPYTER_CONFIG_PATH", "")
+	t.Setenv("PATH", s.bin+":/usr/bin:/bin")
+	return s
+}
+
+func (s *adminSandbox) write(t *testing.T, rel, text string, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(s.dir, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(text), mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func runCLI(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// needPython3Jupyter: the doctor and install tests use Debian's Python
+// with jupyter_server to find sys.prefix and evaluate files.
+func needPython3Jupyter(t *testing.T) {
+	t.Helper()
+	if err := exec.Command("/usr/bin/python3", "-c", "import jupyter_server").Run(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("python3-jupyter-server is required: %v", err)
+		}
+		t.Skipf("skipping: /usr/bin/python3 cannot import jupyter_server: %v", err)
+	}
+}
+
+func TestServersJSON(t *testing.T) {
+	s := newAdminSandbox(t)
+	s.write(t, "bin/uvx", "#!/bin/sh\n", 0o755)
+	s.write(t, "cfg/jupyter_server_config.json", `{"MeganeBuilderTools": {"mcp_servers": {
+		"lab": {"url": "https://lab.example/mcp", "headers": {"Authorization": "Bearer SECRET-VALUE"}},
+		"bad": {"url": "http://lab.example/mcp"}
+	}}}`, 0o644)
+	out, _, err := runCLI(t, "servers", "--json", "--python", "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "SECRET-VALUE") {
+		t.Fatal("servers --json printed a header value")
+	}
+	var got serversJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(got.Servers) != 2 || got.Servers[0].Name != "lab" || got.Servers[0].Headers[0] != "Authorization" || got.Servers[1].Name != "megane-builder-tools" {
+		t.Errorf("servers: %+v", got.Servers)
+	}
+	if !strings.HasPrefix(got.Servers[1].CommandLine, filepath.Join(s.bin, "uvx")+" --from git+https://github.com/hodakamori/megane-builder-tools@") {
+		t.Errorf("default server command line %q", got.Servers[1].CommandLine)
+	}
+	if len(got.Problems) != 1 || !strings.Contains(got.Problems[0].Message, `server "bad": url must use https`) || got.Problems[0].Server != "bad" {
+		t.Errorf("problems: %+v", got.Problems)
+	}
+	if got.UserFile == nil || got.UserFile.Path != filepath.Join(s.cfgDir, "jupyter_server_config.json") || !got.UserFile.Exists {
+		t.Errorf("userFile %+v", got.UserFile)
+	}
+	text, _, _ := runCLI(t, "servers", "--python", "none")
+	for _, want := range []string{"lab (http): https://lab.example/mcp", "headers:     Authorization", "fingerprint: sha256:", "problems:"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text output lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+func TestInstallUninstallCLI(t *testing.T) {
+	needPython3Jupyter(t)
+	s := newAdminSandbox(t)
+	before := "{\n  \"ServerApp\": {\n    \"open_browser\": false\n  }\n}\n"
+	path := s.write(t, "cfg/jupyter_server_config.json", before, 0o640)
+	out, _, err := runCLI(t, "install", "--user", "--bridge", "/opt/mjb/megane-jupyter-bridge")
+	if err != nil || !strings.Contains(out, "registered \"megane\" with jupyter-server-proxy in "+path) {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	out, _, _ = runCLI(t, "install", "--bridge", "/opt/mjb/megane-jupyter-bridge")
+	if !strings.Contains(out, "already registered") {
+		t.Errorf("second install: %s", out)
+	}
+	if _, _, err := runCLI(t, "install", "--user", "--system"); err == nil {
+		t.Error("two levels accepted")
+	}
+	out, _, err = runCLI(t, "uninstall", "--user")
+	if err != nil || !strings.Contains(out, "removed") {
+		t.Fatalf("uninstall: %v %s", err, out)
+	}
+	if now, _ := os.ReadFile(path); string(now) != before {
+		t.Errorf("uninstall left %q, want %q", now, before)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode changed to %v", fi.Mode().Perm())
+	}
+	s.write(t, "cfg/jupyter_server_config.json", "{broken", 0o644)
+	if _, _, err := runCLI(t, "install"); err == nil || !strings.Contains(err.Error(), "is not valid JSON") {
+		t.Errorf("install into broken JSON: %v", err)
+	}
+}
+
+// fakeMCPServer is a minimal stdio MCP server in Python: it answers
+// initialize and tools/list with one tool.
+const fakeMCPServer = `import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg["method"] == "initialize":
+        res = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+               "serverInfo": {"name": "fake-tools", "version": "1.2.3"}}
+    elif msg["method"] == "tools/list":
+        res = {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}
+    else:
+        res = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": res}) + "\n")
+    sys.stdout.flush()
+`
+
+func TestDoctor(t *testing.T) {
+	needPython3Jupyter(t)
+	defer goleak.VerifyNone(t)
+	t.Run("working", func(t *testing.T) {
+		s := newAdminSandbox(t)
+		// jupyter-server-proxy is not packaged in Debian: a stand-in
+		// package makes it importable for the Python check.
+		s.write(t, "pylib/jupyter_server_proxy/__init__.py", "", 0o644)
+		t.Setenv("PYTHONPATH", filepath.Join(s.dir, "pylib"))
+		s.write(t, "bin/megane-builder-tools", "#!/usr/bin/python3\n"+fakeMCPServer, 0o755)
+		s.write(t, "fake.py", fakeMCPServer, 0o644)
+		s.write(t, "cfg/jupyter_server_config.json", `{"MeganeBuilderTools": {"mcp_servers": {"fake": {"command": "/usr/bin/python3", "args": ["`+filepath.Join(s.dir, "fake.py")+`"]}}}}`, 0o644)
+		if _, _, err := runCLI(t, "install", "--user"); err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := runCLI(t, "doctor", "--spawn")
+		if err != nil {
+			t.Fatalf("doctor: %v\n%s", err, out)
+		}
+		for _, want := range []string{
+			"ok:      registered with jupyter-server-proxy as \"megane\"",
+			"ok:      server fake (fake-tools 1.2.3): initialize ",
+			"tools/list ",
+			", 1 tools",
+			"ok:      server megane-builder-tools (fake-tools 1.2.3)",
+			"warning: no running Jupyter server found",
+			"no problems found",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("doctor output lacks %q:\n%s", want, out)
+			}
+		}
+		t.Logf("doctor output:\n%s", out)
+	})
+	t.Run("broken", func(t *testing.T) {
+		s := newAdminSandbox(t)
+		s.write(t, "bin/failing", "#!/bin/sh\necho 'starting' >&2\necho 'fatal: license file /opt/x.lic not found' >&2\nexit 3\n", 0o755)
+		s.write(t, "cfg/jupyter_server_config.json", `{"MeganeBuilderTools": {"mcp_servers": {"failing": {"command": "failing"}, "megane-builder-tools": null, "insecure": {"url": "http://tools.example.org/mcp"}}}}`, 0o644)
+		s.write(t, "cfg/jupyter_server_config.d/megane.json", `{"ServerProxy": {"servers": {"megane": {}}}}`, 0o644)
+		out, _, err := runCLI(t, "doctor", "--spawn")
+		if err == nil {
+			t.Fatalf("doctor succeeded on a broken deployment:\n%s", out)
+		}
+		for _, want := range []string{
+			"error:   jupyter-server-proxy is not installed for /usr/bin/python3",
+			"error:   the bridge is not registered with jupyter-server-proxy: run megane-jupyter-bridge install",
+			"jupyter_server_config.d/megane.json sets ServerProxy, but Jupyter reads only",
+			`server "insecure": url must use https unless the host is loopback`,
+			"error:   server failing: initialize failed after ",
+			"stderr: starting | fatal: license file /opt/x.lic not found",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("doctor output lacks %q:\n%s", want, out)
+			}
+		}
+		t.Logf("doctor output:\n%s", out)
+	})
+}
