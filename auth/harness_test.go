@@ -458,6 +458,12 @@ func dial(t *testing.T, rawURL, host string, hdr http.Header) seen {
 //     close frame (tornado's close() without a code: the page sees 1005);
 //     messages sent before it are relayed.
 func newServerProxy(t *testing.T, backend string) *httptest.Server {
+	return newServerProxyAt(t, backend, "/megane/")
+}
+
+// newServerProxyAt is newServerProxy for a Jupyter server whose base_url is
+// not "/": prefix is "{base_url}megane/".
+func newServerProxyAt(t *testing.T, backend, prefix string) *httptest.Server {
 	be, err := url.Parse(backend)
 	if err != nil {
 		t.Fatal(err)
@@ -467,7 +473,7 @@ func newServerProxy(t *testing.T, backend string) *httptest.Server {
 	}
 	var wg sync.WaitGroup
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rest, ok := strings.CutPrefix(r.URL.Path, "/megane/")
+		rest, ok := strings.CutPrefix(r.URL.Path, prefix)
 		if !ok || !websocket.IsWebSocketUpgrade(r) {
 			http.NotFound(w, r)
 			return

@@ -27,6 +27,7 @@ import (
 const hubConfig = `
 c = get_config()
 d = %[1]q
+# The chroot's own configurable-http-proxy (Debian 13) is used, not %[7]q.
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = %[2]d
 c.JupyterHub.hub_ip = "127.0.0.1"
@@ -87,9 +88,13 @@ type hub struct {
 	chpToken string
 }
 
-func startHub(t *testing.T, root string) *hub {
+func startHub(t *testing.T, root, config string) *hub {
 	t.Helper()
-	dir, err := os.MkdirTemp(filepath.Join(root, "tmp"), "megane-hub-")
+	tmpRoot := os.TempDir()
+	if root != "" {
+		tmpRoot = filepath.Join(root, "tmp")
+	}
+	dir, err := os.MkdirTemp(tmpRoot, "megane-hub-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,14 +103,18 @@ func startHub(t *testing.T, root string) *hub {
 	port, hubPort, apiPort := freePort(t), freePort(t), freePort(t)
 	svcToken, _ := NewToken()
 	chpToken, _ := NewToken()
-	conf := fmt.Sprintf(hubConfig, inner, port, hubPort, apiPort, chpToken, svcToken)
+	conf := fmt.Sprintf(config, inner, port, hubPort, apiPort, chpToken, svcToken, chpBinary())
 	if err := os.WriteFile(filepath.Join(dir, "jupyterhub_config.py"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "singleuser_config.py"), []byte(singleUserConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("chroot", root, "/bin/sh", "-c", "cd "+inner+" && exec jupyterhub -f "+inner+"/jupyterhub_config.py")
+	args := []string{"/bin/sh", "-c", "cd " + inner + " && exec jupyterhub -f " + inner + "/jupyterhub_config.py"}
+	if root != "" {
+		args = append([]string{"chroot", root}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + inner, "LANG=C.UTF-8"}
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -275,7 +284,7 @@ func (h *hub) browserCookie(t *testing.T, user string) string {
 
 func TestHub5Verdicts(t *testing.T) {
 	root := trixieRoot(t)
-	h := startHub(t, root)
+	h := startHub(t, root, hubConfig)
 	target := h.startServer(t, "alice")
 	env := map[string]string{
 		"JUPYTERHUB_SERVICE_URL":    strings.TrimSuffix(target, "/") + "/user/alice/",
@@ -315,4 +324,105 @@ func TestHub5Verdicts(t *testing.T) {
 		{name: "owner's cookie with a foreign Origin", via: "direct", host: h.HostHdr, header: hdr("Cookie", aliceCookie, "Origin", "http://evil.example"), status: 403},
 		{name: "no credentials", via: "proxy", code: 4401, reason: "no Jupyter credentials"},
 	})
+}
+
+// hub3Config is a JupyterHub 3.0 configuration (Debian 12): dummy
+// authenticator, servers run as the Hub's user with jupyter_server 1.x.
+const hub3Config = `
+c = get_config()
+d = %[1]q
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = %[2]d
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = %[3]d
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:%[4]d"
+c.ConfigurableHTTPProxy.auth_token = %[5]q
+c.ConfigurableHTTPProxy.pid_file = d + "/proxy.pid"
+c.JupyterHub.db_url = "sqlite:///" + d + "/hub.sqlite"
+c.JupyterHub.cookie_secret_file = d + "/cookie_secret"
+c.JupyterHub.pid_file = d + "/hub.pid"
+c.JupyterHub.authenticator_class = "dummy"
+c.JupyterHub.spawner_class = "simple"
+c.SimpleLocalProcessSpawner.home_dir_template = d + "/home/{username}"
+c.ConfigurableHTTPProxy.command = [%[7]q]
+c.Spawner.args = ["--allow-root"]
+c.Spawner.environment = {"JUPYTERHUB_SINGLEUSER_APP": "jupyter_server.serverapp.ServerApp"}
+c.Spawner.http_timeout = 60
+c.JupyterHub.services = [{"name": "tester", "api_token": %[6]q}]
+c.JupyterHub.load_roles = [
+    {"name": "tester", "services": ["tester"], "scopes": ["admin:users", "admin:servers", "tokens", "list:users", "read:users"]},
+]
+`
+
+// addRoute adds a configurable-http-proxy route (path prefix → target).
+func (h *hub) addRoute(t *testing.T, prefix, target string) {
+	t.Helper()
+	body := strings.NewReader(`{"target": "` + target + `"}`)
+	req, _ := http.NewRequest("POST", "http://127.0.0.1:"+strconv.Itoa(h.apiPort)+"/api/routes"+prefix, body)
+	req.Header.Set("Authorization", "token "+h.chpToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Fatalf("add route %s: %s", prefix, resp.Status)
+	}
+}
+
+// TestHub3CookieThroughTheChain: browser → configurable-http-proxy →
+// (jupyter-server-proxy emulation under /user/alice/megane/) → bridge, which
+// asks alice's jupyter_server 1.x single-user server.
+func TestHub3CookieThroughTheChain(t *testing.T) {
+	if _, err := exec.LookPath("jupyterhub"); err != nil {
+		needComponent(t, "jupyterhub (Debian 12)", err)
+	}
+	if _, err := exec.Command(chpBinary(), "--version").Output(); err != nil {
+		needComponent(t, "configurable-http-proxy from npm (.ci/hub-chp.sh)", err)
+	}
+	h := startHub(t, "", hub3Config)
+	target := h.startServer(t, "alice")
+	env := map[string]string{
+		"JUPYTERHUB_SERVICE_URL":    strings.TrimSuffix(target, "/") + "/user/alice/",
+		"JUPYTERHUB_SERVICE_PREFIX": "/user/alice/",
+		"JUPYTERHUB_USER":           "alice",
+		"JUPYTER_RUNTIME_DIR":       t.TempDir(),
+	}
+	parent, err := jupyter.FindParent(jupyter.ParentOptions{Getenv: func(k string) string { return env[k] }, PPID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := parent.Version(context.Background()); err != nil || jupyter.MajorVersion(v) != 1 {
+		t.Fatalf("single-user server version %q, %v", v, err)
+	}
+	logs := newLogCapture(t)
+	gate := NewJupyterGate(parent, JupyterOptions{Logger: logs.Logger})
+	b := newBridgeServer(t, gate, logs.Logger)
+	p := newServerProxyAt(t, b.URL, "/user/alice/megane/")
+	h.addRoute(t, "/user/alice/megane", p.URL)
+
+	aliceCookie := h.browserCookie(t, "alice")
+	bob := h.token(t, "bob", nil)
+	logs.secret(aliceCookie, bob, h.APIToken)
+	ws := wsURL(strings.TrimSuffix(h.Public, "/"), "/user/alice/megane/builder-tools/ws")
+	same := "http://" + h.HostHdr
+	cases := []verdictCase{
+		{name: "owner's browser cookie through configurable-http-proxy", via: "proxy", header: hdr("Cookie", aliceCookie, "Origin", same), admitUser: "alice"},
+		{name: "another user's token", via: "proxy", header: hdr("Authorization", "token "+bob), code: 4401, reason: "did not accept"},
+		{name: "no credentials", via: "proxy", code: 4401, reason: "no Jupyter credentials"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			checkSeen(t, tc, dial(t, ws, "", tc.header))
+		})
+	}
+}
+
+// chpBinary is configurable-http-proxy as .ci/hub-chp.sh installs it.
+func chpBinary() string {
+	prefix := os.Getenv("MEGANE_CHP_PREFIX")
+	if prefix == "" {
+		prefix = "/opt/megane-chp"
+	}
+	return filepath.Join(prefix, "node_modules", ".bin", "configurable-http-proxy")
 }
