@@ -1,0 +1,33 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"go.uber.org/goleak"
+)
+
+// asProgramEnv makes this test binary behave as the megane-jupyter-bridge
+// program itself (its arguments are the program's), so tests can configure
+// it as a tool server ("demo-tools") or run "serve" in a child process.
+const asProgramEnv = "MEGANE_TEST_AS_PROGRAM"
+
+func TestMain(m *testing.M) {
+	bridge.RunKeeperIfRequested()
+	if os.Getenv(asProgramEnv) != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "megane-jupyter-bridge:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
