@@ -60,7 +60,6 @@ func (p Problem) String() string { return p.Message }
 type source struct {
 	file  string // "" for the built-in default
 	level string
-	where string // how the entry is named in messages, e.g. `MeganeBuilderTools.mcp_servers["x"]`
 	line  func(key string) int
 }
 
