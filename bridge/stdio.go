@@ -366,25 +366,38 @@ func (t *StdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	t.mu.Lock()
 	t.conn = c
 	t.mu.Unlock()
-	c.wg.Add(4)
+	c.wg.Add(4) // plus the command writer below
 	go c.linkLoop()
 	go c.waitLoop()
 	go c.stderrLoop()
 	go c.readLoop()
 
+	// The command goes to the keeper from its own goroutine, so that a
+	// keeper that does not read cannot block Connect past ctx.
 	spec = append(spec, '\n')
-	if _, err := link.Write(spec); err != nil {
-		_ = c.Close()
-		return nil, fail("the keeper did not take the command: %v; %s", err, c.exitSummary())
-	}
-	select {
-	case err := <-c.started:
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		if _, err := link.Write(spec); err != nil {
+			c.t.log.Debug("the keeper did not take the command", "error", err)
+		}
+	}()
+	started := func(err error) (mcp.Connection, error) {
 		if err != nil {
 			_ = c.Close()
 			return nil, fail("%v", err)
 		}
 		return c, nil
+	}
+	select {
+	case err := <-c.started:
+		return started(err)
 	case <-c.exited:
+		select {
+		case err := <-c.started: // reported just before the keeper exited
+			return started(err)
+		default:
+		}
 		_ = c.Close()
 		return nil, fail("the keeper %q exited before starting the server (%s)", keeper, c.exitSummary())
 	case <-ctx.Done():
@@ -402,7 +415,7 @@ type stdioConn struct {
 	stdin  *os.File  // written by Write under writeMu; closed by Close
 	stdout *os.File  // owned by readLoop, which closes it; deadline set by waitLoop/Close
 	stderr *os.File  // owned by stderrLoop, which closes it; deadline set by waitLoop/Close
-	link   *os.File  // read by linkLoop; written by Connect and stop; closed by waitLoop
+	link   *os.File  // read by linkLoop; written by Connect's command writer and stop; closed by waitLoop
 
 	writeMu sync.Mutex // serializes Write
 
@@ -425,7 +438,7 @@ type stdioConn struct {
 	errDone  chan struct{} // closed by stderrLoop
 
 	closeOnce sync.Once
-	wg        sync.WaitGroup // the four loops
+	wg        sync.WaitGroup // the four loops and the command writer
 }
 
 // SessionID implements mcp.Connection.

@@ -500,6 +500,22 @@ func TestStdioStartErrors(t *testing.T) {
 	}
 }
 
+func TestStdioKeeperPathNotAKeeper(t *testing.T) {
+	opts := serverOptions(t, "mcp")
+	opts.KeeperPath = "/bin/true"
+	tr := NewStdioTransport(opts)
+	conn, err := tr.Connect(context.Background())
+	if err == nil {
+		conn.Close()
+		t.Fatal("Connect succeeded")
+	}
+	want := `cannot start lab-tools: the keeper "/bin/true" exited before starting the server (lab-tools exited with status 0)`
+	if err.Error() != want {
+		t.Errorf("error\n got %s\nwant %s", err, want)
+	}
+	assertGone(t, "keeper", tr.Pgid())
+}
+
 func TestStdioConnectOnce(t *testing.T) {
 	tr := NewStdioTransport(serverOptions(t, "mcp"))
 	conn, err := tr.Connect(context.Background())
