@@ -60,6 +60,9 @@ type Parent struct {
 	// Owner is the user who owns the server: JUPYTERHUB_USER under
 	// JupyterHub, else the OS user.
 	Owner string
+	// RootDir is the server's root_dir from its runtime file; "" when the
+	// parent was not found through one.
+	RootDir string
 	// Source says how the parent was found, for logs and doctor:
 	// "--jupyter-url", "runtime file <path>" or "JUPYTERHUB_SERVICE_URL".
 	Source string
@@ -79,6 +82,7 @@ type runtimeFile struct {
 	Password json.RawMessage `json:"password"` // bool in 1.x and 2.x; a hash in very old servers
 	Version  string          `json:"version"`
 	PID      int             `json:"pid"`
+	RootDir  string          `json:"root_dir"`
 }
 
 // ErrNoParent means no parent Jupyter server could be found.
@@ -141,6 +145,7 @@ func FindParent(opts ParentOptions) (*Parent, error) {
 		p.Base, p.Source = base, "runtime file "+path
 		p.HasAuth = rf.Token != "" || passwordSet(rf.Password)
 		p.version = rf.Version
+		p.RootDir = rf.RootDir
 		p.Client = newParentClient(timeout, tlsConf, sock)
 		return p, nil
 	case !errors.Is(err, fs.ErrNotExist):

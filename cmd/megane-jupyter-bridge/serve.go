@@ -40,6 +40,8 @@ type serveConfig struct {
 	logLevel     string
 	readyFile    string
 	jupyterURL   string
+	rootDir      string
+	python       string
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
@@ -52,11 +54,13 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.baseURL, "base-url", "/", "the Jupyter base URL the bridge is served under")
 	fs.BoolVar(&c.standalone, "standalone", false, "run without Jupyter: require --token (or a generated one) and check Origin")
 	fs.StringVar(&c.token, "token", "", "standalone token (default: a random one, printed)")
-	fs.Var(&c.allowOrigins, "allow-origin", "standalone: an extra Origin to accept (repeatable)")
+	fs.Var(&c.allowOrigins, "allow-origin", "an extra Origin to accept (standalone: repeatable; with Jupyter: its ServerApp.allow_origin)")
 	fs.Var(&c.allowHosts, "allow-host", "standalone: an extra Host to accept besides loopback (repeatable)")
 	fs.StringVar(&c.serversFile, "servers", "", "read servers from this {\"mcpServers\": …} JSON file instead of Jupyter's configuration")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.readyFile, "ready-file", "", "write the listening address to this file once ready (for scripts and tests)")
+	fs.StringVar(&c.rootDir, "root-dir", "", "the Jupyter server's root_dir, for ${workspaceFolder} (default: from its runtime file)")
+	fs.StringVar(&c.python, "python", "", "the Jupyter server's Python, to read .py configuration (default: searched; \"none\" to skip)")
 	fs.StringVar(&c.jupyterURL, "jupyter-url", "", "the parent Jupyter server's URL (default: found from jpserver-<ppid>.json or JUPYTERHUB_SERVICE_URL)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -29,7 +29,26 @@ func (w *wiring) close() {
 
 func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Writer) (*wiring, error) {
 	w := &wiring{}
-	jopts := jupyter.Options{}
+	jopts := jupyter.Options{RootDir: c.rootDir, Python: c.python, Logger: log}
+	var gate bridge.Gate
+	if c.standalone {
+		w.mode = "standalone"
+	} else {
+		w.mode = "jupyter"
+		parent, err := jupyter.FindParent(jupyter.ParentOptions{URL: c.jupyterURL})
+		if err != nil {
+			return nil, fmt.Errorf("%w: start the bridge through jupyter-server-proxy (megane-jupyter-bridge install), pass --jupyter-url, or run it with --standalone", err)
+		}
+		if jopts.RootDir == "" {
+			jopts.RootDir = parent.RootDir
+		}
+		jo := auth.JupyterOptions{Logger: log}
+		if len(c.allowOrigins) > 0 {
+			jo.AllowOrigin = c.allowOrigins[0]
+		}
+		gate = auth.NewJupyterGate(parent, jo)
+		log.Info("parent Jupyter server", "base", parent.Base.String(), "found_by", parent.Source, "owner", parent.Owner)
+	}
 	catalog, admin, err := newCatalog(ctx, c, jopts, log)
 	if err != nil {
 		return nil, err
@@ -59,7 +78,6 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 	w.opts.Approvals = auth.NewReceipts(key, auth.ReceiptOptions{KeyFile: keyPath})
 
 	if c.standalone {
-		w.mode = "standalone"
 		token := c.token
 		if token == "" {
 			token, err = auth.NewToken()
@@ -86,7 +104,8 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 		}
 		return w, nil
 	}
-	return nil, usageError{"serve: Jupyter authentication is not available in this build: use --standalone"}
+	w.opts.Gate = gate
+	return w, nil
 }
 
 // newCatalog returns the servers' source: the --servers file, or Jupyter's
