@@ -230,8 +230,10 @@ func runKeeper() int {
 			signalOthers(syscall.SIGKILL)
 		}
 	}
-	code := 125
-	var report string
+	var (
+		code   int
+		report string
+	)
 	switch {
 	case !childDone:
 		report = "signal " + strconv.Itoa(int(syscall.SIGKILL))

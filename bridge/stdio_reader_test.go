@@ -255,6 +255,21 @@ func BenchmarkStdioReadLarge(b *testing.B) {
 			}
 		}
 	})
+	// What the relay does: FilterIncoming keeps the raw line and the SDK
+	// decodes a small stub.
+	b.Run("filtered", func(b *testing.B) {
+		b.SetBytes(int64(len(line)))
+		b.ReportAllocs()
+		stub := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
+		var kept []byte
+		filter := func(raw []byte) []byte { kept = raw; return stub }
+		for b.Loop() {
+			r := newMsgReader(&chunkReader{bytes.NewReader(line), 64 << 10}, 256<<20, filter, slog.New(slog.DiscardHandler))
+			if _, err := r.next(); err != nil || len(kept) != len(line)-1 {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("pipe", func(b *testing.B) {
 		b.SetBytes(int64(len(line)))
 		b.ReportAllocs()
