@@ -106,6 +106,47 @@ func (c *logCapture) secret(vals ...string) {
 	}
 }
 
+// handlerGroup tracks handlers that outlive httptest.Server.Close (hijacked
+// WebSockets), so a test can wait for them. Unlike a bare WaitGroup, entering
+// after wait has begun is allowed (and refused).
+type handlerGroup struct {
+	mu     sync.Mutex
+	n      int
+	closed bool
+	idle   *sync.Cond // signalled when n drops to 0
+}
+
+func (g *handlerGroup) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.n++
+	return true
+}
+
+func (g *handlerGroup) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.n--
+	if g.n == 0 && g.idle != nil {
+		g.idle.Broadcast()
+	}
+}
+
+func (g *handlerGroup) wait() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	if g.idle == nil {
+		g.idle = sync.NewCond(&g.mu)
+	}
+	for g.n > 0 {
+		g.idle.Wait()
+	}
+}
+
 // freePort returns a loopback TCP port that was free a moment ago.
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -330,7 +371,7 @@ type refusedMessage struct {
 // bridge (the request URL and headers pass through the credential firewall).
 func newBridgeServer(t *testing.T, gate bridge.Gate, log *slog.Logger) *httptest.Server {
 	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
-	var wg sync.WaitGroup
+	var wg handlerGroup
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/builder-tools/ws" && r.URL.Path != "/megane/builder-tools/ws" {
 			http.NotFound(w, r)
@@ -346,8 +387,10 @@ func newBridgeServer(t *testing.T, gate bridge.Gate, log *slog.Logger) *httptest
 		if err != nil {
 			return
 		}
-		wg.Add(1)
-		defer wg.Done()
+		if !wg.enter() {
+			return
+		}
+		defer wg.leave()
 		defer conn.Close()
 		if ref != nil {
 			msg, _ := json.Marshal(refusedMessage{Type: "tools:refused", Code: ref.CloseCode, Reason: ref.Reason})
@@ -365,7 +408,7 @@ func newBridgeServer(t *testing.T, gate bridge.Gate, log *slog.Logger) *httptest
 			}
 		}
 	}))
-	t.Cleanup(func() { srv.Close(); wg.Wait() })
+	t.Cleanup(func() { srv.Close(); wg.wait() })
 	return srv
 }
 
@@ -471,7 +514,7 @@ func newServerProxyAt(t *testing.T, backend, prefix string) *httptest.Server {
 	up := websocket.Upgrader{
 		CheckOrigin: func(*http.Request) bool { return true },
 	}
-	var wg sync.WaitGroup
+	var wg handlerGroup
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rest, ok := strings.CutPrefix(r.URL.Path, prefix)
 		if !ok || !websocket.IsWebSocketUpgrade(r) {
@@ -486,8 +529,10 @@ func newServerProxyAt(t *testing.T, backend, prefix string) *httptest.Server {
 		if err != nil {
 			return
 		}
-		wg.Add(1)
-		defer wg.Done()
+		if !wg.enter() {
+			return
+		}
+		defer wg.leave()
 		defer client.Close()
 		target := url.URL{Scheme: "ws", Host: be.Host, Path: "/" + rest, RawQuery: r.URL.RawQuery}
 		fwd := http.Header{}
@@ -536,7 +581,7 @@ func newServerProxyAt(t *testing.T, backend, prefix string) *httptest.Server {
 		client.SetReadDeadline(time.Now().Add(5 * time.Second))
 		<-done
 	}))
-	t.Cleanup(func() { srv.Close(); wg.Wait() })
+	t.Cleanup(func() { srv.Close(); wg.wait() })
 	return srv
 }
 
