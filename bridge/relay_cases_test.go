@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -652,5 +653,67 @@ func TestOpenSettingsAndProblems(t *testing.T) {
 	r, _ = p.Request(ctx, map[string]any{"type": "tools:servers", "id": 2})
 	if !strings.Contains(string(r.Fields["problems"]), "command must be a string") {
 		t.Fatalf("problems: %s", r)
+	}
+}
+
+func TestSilentSocketDropped(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	j := journal(t)
+	spec := fakeServer(t, "fake", bridgetest.Mode{Journal: j})
+	h := newHarness(t, bridge.Options{PingInterval: 100 * time.Millisecond, PongTimeout: 700 * time.Millisecond}, spec)
+	// A page that answers pings (it reads) stays open.
+	p := h.page(ctx)
+	connect(t, ctx, p, 1, spec)
+	// A raw client that never reads cannot answer pings: it is dropped, and
+	// its call is cancelled upstream.
+	conn, _, err := websocket.DefaultDialer.Dial(h.wsURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	msg, _ := json.Marshal(map[string]any{"type": "tools:connect", "id": 1, "server": "fake", "fingerprint": spec.Fingerprint, "confirmed": true})
+	conn.WriteMessage(websocket.TextMessage, msg)
+	time.Sleep(200 * time.Millisecond)
+	conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"tools:call","id":2,"server":"fake","tool":"slow","arguments":{"steps":1000,"intervalMs":10,"tag":"silent"}}`))
+	waitFor(t, 10*time.Second, "the silent socket's call to be cancelled", func() bool {
+		return countOf(journalMethods(t, j), "notifications/cancelled") == 1
+	})
+	r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": 3, "server": "fake", "tool": "echo", "arguments": map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, r)
+}
+
+func TestConfigChangeNewFingerprint(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	j := journal(t)
+	v1 := fakeServer(t, "lab", bridgetest.Mode{Journal: j, Version: "1"})
+	v2 := fakeServer(t, "lab", bridgetest.Mode{Journal: j, Version: "2"})
+	v2.Fingerprint = v1.Fingerprint + "-v2"
+	var mu sync.Mutex
+	current := v1
+	h := newHarness(t, bridge.Options{Catalog: bridge.CatalogFunc(func(context.Context) bridge.Snapshot {
+		mu.Lock()
+		defer mu.Unlock()
+		return bridge.Snapshot{Servers: []bridge.ServerSpec{current}}
+	})})
+	p := h.page(ctx)
+	c := connect(t, ctx, p, 1, v1)
+	if !strings.Contains(string(c.Fields["serverInfo"]), `"version":"1"`) {
+		t.Fatalf("serverInfo: %s", c.Fields["serverInfo"])
+	}
+	mu.Lock()
+	current = v2
+	mu.Unlock()
+	// The page still holds the old definition's session until it connects again.
+	r, _ := p.Request(ctx, map[string]any{"type": "tools:connect", "id": 2, "server": "lab", "fingerprint": v1.Fingerprint, "confirmed": true})
+	mustErr(t, r, bridge.CodeFingerprintChanged)
+	c = connect(t, ctx, p, 3, v2)
+	if !strings.Contains(string(c.Fields["serverInfo"]), `"version":"2"`) {
+		t.Fatalf("the changed entry must get a new session: %s", c.Fields["serverInfo"])
+	}
+	if n := countOf(journalMethods(t, j), "initialize"); n != 2 {
+		t.Fatalf("want 2 initialize (one per definition), got %d", n)
 	}
 }
