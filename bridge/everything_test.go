@@ -165,7 +165,13 @@ func TestEverything(t *testing.T) {
 
 			// A server's request to the client (sampling) is never forwarded to the page.
 			before := len(p.All())
-			r, _ = p.Request(ctx, map[string]any{"type": "tools:call", "id": 5, "server": spec.Name, "tool": "trigger-sampling-request", "arguments": map[string]any{"prompt": "hello", "maxTokens": 10}})
+			r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": 5, "server": spec.Name, "tool": "trigger-sampling-request", "arguments": map[string]any{"prompt": "hello", "maxTokens": 10}})
+			if err != nil || r.OK == nil {
+				t.Fatalf("the sampling tool's call must be answered: %v", err)
+			}
+			if *r.OK && !strings.Contains(string(r.Fields["result"]), `"isError":true`) {
+				t.Fatalf("sampling cannot have succeeded: the bridge offers no sampling: %s", r)
+			}
 			for _, m := range p.All()[before:] {
 				if m.Type != "tools:call" && m.Type != "tools:progress" {
 					t.Fatalf("a server request reached the page: %s", m)
