@@ -118,7 +118,7 @@ var (
 )
 
 // incoming is called with each complete message read from the server and
-// returns the bytes the SDK should decode.
+// returns the bytes the SDK should decode. It takes ownership of raw.
 func (t *tap) incoming(raw []byte) []byte {
 	// Cheap test first: only responses are of interest, and every response
 	// has "result" or "error". Notifications and requests pass untouched.
@@ -156,7 +156,10 @@ func (t *tap) incoming(raw []byte) []byte {
 		s.set(nil, &rpcError{Code: -32603, Message: "response has neither result nor error"})
 		return raw
 	}
-	result := bytes.Clone(m.Result)
+	// Callers hand over raw (the stdio transport never reuses its line
+	// buffers; the HTTP tap reads each body or event into a slice of its
+	// own), so the result can stay a sub-slice of it: no copy of 40 MB.
+	result := []byte(m.Result)
 	s.set(result, nil)
 	// Hand the SDK a stub of the right shape.
 	stub := stubCallResult
