@@ -497,6 +497,10 @@ func (t *tab) handleConnect(m pageMessage) {
 	}()
 }
 
+// startProgressEvery is the shortest interval between two tools:progress
+// messages of a connect waiting for a server's start.
+const startProgressEvery = 100 * time.Millisecond
+
 // connect runs one tools:connect: acquire the session, wait for its start
 // (relaying stderr as progress), then answer with the listing.
 func (t *tab) connect(ctx context.Context, m pageMessage, spec ServerSpec, answer func([]byte) bool) {
@@ -516,16 +520,48 @@ func (t *tab) connect(ctx context.Context, m pageMessage, spec ServerSpec, answe
 		answer(errorReply(m.Type, m.ID, errorf(CodeServerFailed, "the bridge is shutting down")))
 		return
 	}
+	// Start progress carries the latest stderr line, at most one message
+	// every startProgressEvery: a server that floods stderr while it starts
+	// must not fill the tab's queue (which would close the tab with 4408).
+	var lineMu sync.Mutex
+	latest := "" // guarded by lineMu
+	kick := make(chan struct{}, 1)
 	unwatch := s.watch(func(line string) {
+		lineMu.Lock()
+		latest = line
+		lineMu.Unlock()
+		select {
+		case kick <- struct{}{}:
+		default: // a message is already due: it will carry this line
+		}
+	})
+	throttle := time.NewTimer(0)
+	defer throttle.Stop()
+wait:
+	for {
+		select {
+		case <-s.ready:
+			break wait
+		case <-ctx.Done():
+			break wait
+		case <-kick:
+		}
+		select {
+		case <-s.ready:
+			break wait
+		case <-ctx.Done():
+			break wait
+		case <-throttle.C:
+		}
+		lineMu.Lock()
+		line := latest
+		lineMu.Unlock()
 		t.push(buildMessage(struct {
 			Type    string          `json:"type"`
 			ID      json.RawMessage `json:"id"`
 			Message string          `json:"message"`
 		}{typeProgress, m.ID, oneLine(line)}))
-	})
-	select {
-	case <-s.ready:
-	case <-ctx.Done():
+		throttle.Reset(startProgressEvery)
 	}
 	unwatch()
 	if ctx.Err() != nil {
