@@ -25,13 +25,18 @@ const AdminFileName = "megane_jupyter_bridge.toml"
 // (JUPYTERHUB_USER, JUPYTERHUB_API_URL, JUPYTERHUB_CLIENT_ID,
 // JUPYTERHUB_SERVICE_PREFIX, ...) are kept: tools may use them.
 var DefaultStripEnv = []string{
-	"JUPYTERHUB_API_TOKEN",    // the single-user server's Hub API token
-	"JPY_API_TOKEN",           // its older name, still set by JupyterHub
-	"JUPYTER_TOKEN",           // the Jupyter server's own login token
-	"JPY_COOKIE_SECRET",       // the Hub's cookie secret
-	"JUPYTERHUB_CRYPT_KEY",    // the Hub's auth-state encryption key
-	"CONFIGPROXY_AUTH_TOKEN",  // configurable-http-proxy's API token
-	"MEGANE_JUPYTER_BRIDGE_*", // the bridge's own settings and tokens
+	"JUPYTERHUB_API_TOKEN",           // the single-user server's Hub API token
+	"JPY_API_TOKEN",                  // its older name, still set by JupyterHub
+	"JUPYTER_TOKEN",                  // the Jupyter server's own login token
+	"JPY_COOKIE_SECRET",              // the Hub's cookie secret
+	"JUPYTERHUB_CRYPT_KEY",           // the Hub's auth-state encryption key
+	"CONFIGPROXY_AUTH_TOKEN",         // configurable-http-proxy's API token
+	"MEGANE_JUPYTER_BRIDGE_*",        // the bridge's own settings and tokens
+	"JUPYTER_PASSWORD",               // a login password
+	"JUPYTERHUB_OAUTH_CLIENT_SECRET", // the server's OAuth client secret
+	"JUPYTERHUB_CLIENT_SECRET",       // likewise, older name
+	"JUPYTERHUB_COOKIE_SECRET",       // the Hub's cookie secret
+	"JUPYTERHUB_SSL_KEYFILE",         // path of the internal-TLS private key
 }
 
 // AdminSettings are the admin's settings from megane_jupyter_bridge.toml.
