@@ -10,6 +10,7 @@ import (
 
 	"github.com/megane-labs/megane-jupyter-bridge/auth"
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/statuspage"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 )
 
@@ -67,6 +68,7 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 		CallTimeoutMax:    admin.CallTimeoutMax,
 		StripEnv:          admin.StripEnv,
 	}
+	w.opts.Page = statuspage.Handler()
 	keyPath, err := jupyter.ReceiptKeyPath(os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("cannot locate the approval key: %w", err)

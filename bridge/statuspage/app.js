@@ -1,0 +1,1064 @@
+// The bridge's status page and tool runner. It speaks only the page protocol
+// of bridge/PROTOCOL.md over the WebSocket beside this page. Everything a
+// server or the bridge sends is shown as text (textContent, never HTML); tool
+// icons are shown only from data: URIs of image types.
+'use strict';
+
+(() => {
+  // ---- constants ---------------------------------------------------------
+
+  const APPROVAL_PREFIX = 'megane-builder-tools.approval.'; // + fingerprint
+  const BUILDER_META = 'io.github.megane-labs/builder';
+  const SUPPORTED_CONTRACT = 1;
+  const REFRESH_MS = 3000; // tools:servers while the socket is open
+  const MAX_ERRORS = 50; // recent errors kept
+  // Outbound messages whose JSON text could exceed this many UTF-8 bytes go
+  // as tools:chunk frames. The bridge's frame limit is 8 MiB by default; a
+  // piece of PIECE_UNITS UTF-16 units is at most 3 bytes per unit, doubled at
+  // worst by escaping, well below it.
+  const FRAME_BUDGET = 4 << 20;
+  const PIECE_UNITS = 512 << 10;
+  const MAX_INBOUND_CHUNKED = 512 << 20; // refuse larger reassembled messages
+  const MAX_DRAWN_ATOMS = 200000; // the picture samples larger structures
+  const ICON_TYPES = ['image/png', 'image/svg+xml', 'image/jpeg', 'image/gif', 'image/webp'];
+
+  const SYMBOLS = ('H He Li Be B C N O F Ne Na Mg Al Si P S Cl Ar K Ca Sc Ti V Cr Mn Fe Co Ni Cu Zn ' +
+    'Ga Ge As Se Br Kr Rb Sr Y Zr Nb Mo Tc Ru Rh Pd Ag Cd In Sn Sb Te I Xe Cs Ba La Ce Pr Nd Pm Sm ' +
+    'Eu Gd Tb Dy Ho Er Tm Yb Lu Hf Ta W Re Os Ir Pt Au Hg Tl Pb Bi Po At Rn Fr Ra Ac Th Pa U Np Pu ' +
+    'Am Cm Bk Cf Es Fm Md No Lr Rf Db Sg Bh Hs Mt Ds Rg Cn Nh Fl Mc Lv Ts Og').split(' ');
+  // Jmol-style colours for common elements; others get a colour from their number.
+  const COLORS = {
+    1: '#ffffff', 2: '#d9ffff', 3: '#cc80ff', 5: '#ffb5b5', 6: '#909090', 7: '#3050f8', 8: '#ff0d0d',
+    9: '#90e050', 10: '#b3e3f5', 11: '#ab5cf2', 12: '#8aff00', 13: '#bfa6a6', 14: '#f0c8a0',
+    15: '#ff8000', 16: '#ffff30', 17: '#1ff01f', 18: '#80d1e3', 19: '#8f40d4', 20: '#3dff00',
+    22: '#bfc2c7', 26: '#e06633', 27: '#f090a0', 28: '#50d050', 29: '#c88033', 30: '#7d80b0',
+    35: '#a62929', 36: '#5cb8d1', 47: '#c0c0c0', 53: '#940094', 54: '#429eb0', 78: '#d0d0e0',
+    79: '#ffd123',
+  };
+
+  // ---- state ---------------------------------------------------------------
+
+  const state = {
+    ws: null,
+    open: false,
+    bridge: null, // tools:servers' bridge object
+    user: '',
+    servers: [], // the last tools:servers list
+    problems: [],
+    settingsFiles: [],
+    errors: [], // {time, text}, newest last
+    nextId: 1,
+    pending: new Map(), // "type#id" -> resolve(reply)
+    progress: new Map(), // id -> function(progress message)
+    chunksIn: new Map(), // sequence id -> {count, size, next, parts}
+    nextChunkSeq: 1,
+    conns: new Map(), // server name -> {fingerprint, serverInfo, protocolVersion, tools}
+    starting: new Map(), // server name -> {id, line}
+    refreshing: false,
+    refreshTimer: 0,
+    call: null, // {id, server, tool, cancelled}
+    schemaFor: null, // {server, tool} the argument text was prefilled for
+  };
+
+  const byId = (id) => document.getElementById(id);
+
+  // el builds an element. props: className, text, title, hidden, and any
+  // other property set as an attribute (values are strings from anywhere:
+  // setAttribute never parses HTML). Children are nodes or strings (text).
+  function el(tag, props, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(props || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === 'className') e.className = v;
+      else if (k === 'text') e.textContent = String(v);
+      else if (k === 'hidden') e.hidden = true;
+      else e.setAttribute(k, String(v));
+    }
+    for (const c of children) {
+      if (c === undefined || c === null || c === false) continue;
+      e.append(typeof c === 'string' ? document.createTextNode(c) : c);
+    }
+    return e;
+  }
+
+  function str(v) {
+    if (v === undefined || v === null) return '';
+    return typeof v === 'string' ? v : JSON.stringify(v);
+  }
+
+  function addError(text) {
+    state.errors.push({ time: new Date(), text: str(text) });
+    if (state.errors.length > MAX_ERRORS) state.errors.splice(0, state.errors.length - MAX_ERRORS);
+    renderErrors();
+  }
+
+  function errorText(reply) {
+    const e = reply && reply.error;
+    if (!e) return 'no answer';
+    const code = str(e.code);
+    const msg = str(e.message);
+    return msg ? (code ? code + ': ' + msg : msg) : code || 'error';
+  }
+
+  // ---- socket --------------------------------------------------------------
+
+  function socketURL() {
+    const u = new URL('ws' + location.search, location.href);
+    u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
+    u.hash = '';
+    return u.href;
+  }
+
+  function setSocketState(text, cls) {
+    const s = byId('socket-state');
+    s.textContent = text;
+    s.className = 'pill ' + (cls || '');
+  }
+
+  function openSocket() {
+    byId('reconnect').hidden = true;
+    byId('socket-banner').hidden = true;
+    setSocketState('connecting…', '');
+    let ws;
+    try {
+      ws = new WebSocket(socketURL());
+    } catch (e) {
+      socketLost(0, String(e));
+      return;
+    }
+    state.ws = ws;
+    ws.onopen = () => {
+      state.open = true;
+      setSocketState('connected', 'ok');
+      refreshServers();
+      state.refreshTimer = setInterval(refreshServers, REFRESH_MS);
+    };
+    ws.onmessage = (ev) => {
+      if (typeof ev.data !== 'string') return;
+      let msg;
+      try {
+        msg = JSON.parse(ev.data);
+      } catch (e) {
+        addError('The bridge sent a frame that is not JSON.');
+        return;
+      }
+      handle(msg);
+    };
+    ws.onclose = (ev) => {
+      if (state.ws !== ws) return;
+      socketLost(ev.code, ev.reason);
+    };
+  }
+
+  const CLOSE_REASONS = {
+    1001: 'the bridge is shutting down',
+    1006: 'the connection was lost',
+    1009: 'a message was too big',
+    4401: 'no usable credentials (open the address the bridge printed, with its ?token=)',
+    4403: 'you may not use the bridge',
+    4408: 'this page stopped reading',
+    4503: 'the Jupyter server could not be reached to check your credentials',
+  };
+
+  function socketLost(code, reason) {
+    state.open = false;
+    state.ws = null;
+    clearInterval(state.refreshTimer);
+    const why = str(reason) || CLOSE_REASONS[code] || 'closed';
+    setSocketState('disconnected', 'bad');
+    const banner = byId('socket-banner');
+    banner.textContent = 'The bridge closed the connection (' + code + '): ' + why +
+      '. Tool servers connected from this page were released.';
+    banner.hidden = false;
+    byId('reconnect').hidden = false;
+    addError('socket closed (' + code + '): ' + why);
+    for (const [k, resolve] of state.pending) {
+      state.pending.delete(k);
+      resolve({ ok: false, error: { code: 'socket-closed', message: why } });
+    }
+    state.progress.clear();
+    state.chunksIn.clear();
+    state.conns.clear();
+    state.starting.clear();
+    renderServers();
+    renderRunner();
+  }
+
+  // send writes one message, as tools:chunk frames when it is large.
+  function send(msg) {
+    const text = JSON.stringify(msg);
+    if (text.length * 3 <= FRAME_BUDGET) {
+      state.ws.send(text);
+      return;
+    }
+    const size = new TextEncoder().encode(text).length;
+    const pieces = [];
+    for (let i = 0; i < text.length;) {
+      let end = Math.min(i + PIECE_UNITS, text.length);
+      // Never cut between the halves of a surrogate pair.
+      const c = text.charCodeAt(end - 1);
+      if (end < text.length && c >= 0xd800 && c <= 0xdbff) end--;
+      pieces.push(text.slice(i, end));
+      i = end;
+    }
+    const id = 'p' + state.nextChunkSeq++;
+    pieces.forEach((data, seq) => {
+      state.ws.send(JSON.stringify({ type: 'tools:chunk', id, seq, count: pieces.length, size, data }));
+    });
+  }
+
+  // request sends a request and resolves with its reply (ok or not).
+  // onProgress receives the tools:progress messages under its id.
+  function request(msg, onProgress) {
+    if (!state.open) return Promise.resolve({ ok: false, error: { code: 'socket-closed', message: 'not connected to the bridge' } });
+    const id = msg.id !== undefined ? msg.id : state.nextId++;
+    msg.id = id;
+    return new Promise((resolve) => {
+      state.pending.set(msg.type + '#' + id, resolve);
+      if (onProgress) state.progress.set(id, onProgress);
+      send(msg);
+    });
+  }
+
+  function handle(msg) {
+    if (!msg || typeof msg !== 'object') return;
+    switch (msg.type) {
+      case 'tools:chunk':
+        onChunk(msg);
+        return;
+      case 'tools:progress': {
+        const f = state.progress.get(msg.id);
+        if (f) f(msg);
+        return;
+      }
+      case 'tools:closed':
+        onClosed(msg);
+        return;
+    }
+    const key = msg.type + '#' + msg.id;
+    const resolve = state.pending.get(key);
+    if (resolve) {
+      state.pending.delete(key);
+      if (msg.type !== 'tools:cancel') state.progress.delete(msg.id);
+      resolve(msg);
+    } else if (msg.ok === false) {
+      addError('The bridge refused a message: ' + errorText(msg));
+    }
+  }
+
+  function utf8Length(s) {
+    let n = 0;
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      if (c < 0x80) n += 1;
+      else if (c < 0x800) n += 2;
+      else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+        n += 4;
+        i++;
+      } else n += 3;
+    }
+    return n;
+  }
+
+  // onChunk reassembles tools:chunk sequences (PROTOCOL.md, Chunks).
+  function onChunk(m) {
+    if (m.ok === false) {
+      addError('The bridge refused chunk sequence ' + str(m.id) + ': ' + errorText(m));
+      return;
+    }
+    const id = str(m.id);
+    let s = state.chunksIn.get(id);
+    if (m.seq === 0 && !s) {
+      if (!Number.isInteger(m.count) || m.count < 1 || !Number.isInteger(m.size) || m.size < 0 || m.size > MAX_INBOUND_CHUNKED) {
+        addError('Dropped a chunked message from the bridge: bad count or size.');
+        return;
+      }
+      s = { count: m.count, size: m.size, next: 0, parts: [], units: 0 };
+      state.chunksIn.set(id, s);
+    }
+    if (!s || m.seq !== s.next || m.count !== s.count || m.size !== s.size || typeof m.data !== 'string') {
+      state.chunksIn.delete(id);
+      addError('Dropped a malformed chunk sequence ' + id + ' from the bridge.');
+      return;
+    }
+    s.parts.push(m.data);
+    s.units += m.data.length;
+    s.next++;
+    if (s.units > s.size) { // each UTF-16 unit is at least one UTF-8 byte
+      state.chunksIn.delete(id);
+      addError('Dropped chunk sequence ' + id + ': larger than announced.');
+      return;
+    }
+    if (s.next < s.count) return;
+    state.chunksIn.delete(id);
+    const text = s.parts.join('');
+    if (utf8Length(text) !== s.size) {
+      addError('Dropped chunk sequence ' + id + ': its size does not match.');
+      return;
+    }
+    let msg;
+    try {
+      msg = JSON.parse(text);
+    } catch (e) {
+      addError('Dropped chunk sequence ' + id + ': not JSON.');
+      return;
+    }
+    handle(msg);
+  }
+
+  function onClosed(msg) {
+    const name = str(msg.server);
+    addError(name + ' stopped: ' + str(msg.message));
+    state.conns.delete(name);
+    renderServers();
+    renderRunner();
+    refreshServers();
+  }
+
+  // ---- servers ---------------------------------------------------------------
+
+  async function refreshServers() {
+    if (!state.open || state.refreshing) return;
+    state.refreshing = true;
+    const reply = await request({ type: 'tools:servers' });
+    state.refreshing = false;
+    if (!reply.ok) {
+      if (reply.error && reply.error.code !== 'socket-closed') addError('tools:servers: ' + errorText(reply));
+      return;
+    }
+    state.bridge = reply.bridge || {};
+    state.user = str(reply.user);
+    state.servers = Array.isArray(reply.servers) ? reply.servers : [];
+    state.problems = Array.isArray(reply.problems) ? reply.problems : [];
+    // A share this page holds that the bridge no longer reports is gone.
+    for (const name of [...state.conns.keys()]) {
+      const s = state.servers.find((x) => x.name === name);
+      if (!s || !s.connected) state.conns.delete(name);
+    }
+    renderBridge();
+    renderServers();
+    renderProblems();
+    renderRunnerServers();
+  }
+
+  function renderBridge() {
+    const b = state.bridge || {};
+    byId('bridge-name').textContent = str(b.name) || 'megane-jupyter-bridge';
+    byId('bridge-version').textContent = str(b.version) || '?';
+    byId('bridge-protocol').textContent = str(b.protocol) || '?';
+    byId('bridge-user').textContent = state.user || '?';
+  }
+
+  function kv(dl, key, value, cls) {
+    if (value === undefined || value === null || value === '') return;
+    dl.append(el('dt', { text: key }), el('dd', { className: cls || '' }, value));
+  }
+
+  function names(list) {
+    return Array.isArray(list) && list.length ? list.map(str).join(', ') : '';
+  }
+
+  function renderServers() {
+    const box = byId('servers');
+    box.replaceChildren();
+    if (!state.servers.length) {
+      box.append(el('p', { className: 'muted', text: state.open ? 'No servers are configured.' : 'Not connected to the bridge.' }));
+      return;
+    }
+    for (const s of state.servers) {
+      const name = str(s.name);
+      const starting = state.starting.get(name);
+      const here = state.conns.has(name);
+      let st = str(s.state) || 'stopped';
+      if (starting && st === 'stopped') st = 'starting';
+      const card = el('article', { className: 'server state-' + st.replace(/[^a-z]/g, ''), 'data-server': name });
+      card.append(el('header', {},
+        el('h3', { text: name }),
+        el('span', { className: 'pill', text: str(s.transport) }),
+        el('span', { className: 'pill state', text: st }),
+        here ? el('span', { className: 'pill ok', text: 'connected here' }) : null));
+      const dl = el('dl', { className: 'kv' });
+      if (s.transport === 'http') kv(dl, 'URL', str(s.url), 'mono');
+      else kv(dl, 'Command', str(s.commandLine || s.command), 'mono');
+      kv(dl, 'Working directory', str(s.cwd), 'mono');
+      kv(dl, 'Environment', names(s.env), 'mono');
+      kv(dl, 'Headers', names(s.headers), 'mono');
+      kv(dl, 'Configured in', str(s.source), 'mono');
+      kv(dl, 'Fingerprint', str(s.fingerprint), 'mono fp');
+      const tabs = Number(s.tabs) || 0;
+      const calls = Number(s.calls) || 0;
+      kv(dl, 'In use', tabs + (tabs === 1 ? ' tab, ' : ' tabs, ') + calls + (calls === 1 ? ' call' : ' calls') + ' in flight');
+      const conn = state.conns.get(name);
+      if (conn && conn.serverInfo) kv(dl, 'Server', str(conn.serverInfo.name) + ' ' + str(conn.serverInfo.version));
+      card.append(dl);
+      if (Array.isArray(s.warnings) && s.warnings.length) {
+        card.append(el('ul', { className: 'warnings' }, ...s.warnings.map((w) => el('li', { text: str(w) }))));
+      }
+      if (starting) {
+        card.append(el('p', { className: 'starting' },
+          el('span', { className: 'spinner' }), 'Starting… ',
+          el('span', { className: 'stderr-line mono', text: starting.line || '' })));
+      }
+      if (s.lastError) {
+        card.append(el('div', { className: 'last-error' },
+          el('strong', { text: 'Last error' }),
+          el('pre', { className: 'stderr', text: str(s.lastError) })));
+      }
+      const buttons = el('div', { className: 'row buttons' });
+      if (starting) {
+        const b = el('button', { type: 'button', className: 'cancel-start', text: 'Cancel start' });
+        b.onclick = () => request({ type: 'tools:cancel', id: starting.id });
+        buttons.append(b);
+      } else if (here) {
+        const use = el('button', { type: 'button', className: 'use', text: 'Use in runner' });
+        use.onclick = () => selectServer(name);
+        const d = el('button', { type: 'button', className: 'disconnect', text: 'Disconnect' });
+        d.onclick = () => disconnect(name);
+        buttons.append(use, d);
+      } else {
+        const c = el('button', { type: 'button', className: 'connect primary', text: 'Connect' });
+        c.onclick = () => connect(s);
+        buttons.append(c);
+      }
+      card.append(buttons);
+      box.append(card);
+    }
+  }
+
+  function renderProblems() {
+    const box = byId('problems');
+    box.replaceChildren();
+    if (!state.problems.length) {
+      box.append(el('p', { className: 'muted', text: 'None.' }));
+      return;
+    }
+    const ul = el('ul', { className: 'problems' });
+    for (const p of state.problems) {
+      const where = [str(p.file), str(p.key)].filter(Boolean).join(' › ');
+      ul.append(el('li', {},
+        el('div', { className: 'problem-msg', text: str(p.message) }),
+        el('div', { className: 'mono small muted', text: where + (p.server ? ' (server ' + str(p.server) + ')' : '') })));
+    }
+    box.append(ul);
+  }
+
+  function renderErrors() {
+    const ol = byId('errors');
+    ol.replaceChildren();
+    for (let i = state.errors.length - 1; i >= 0; i--) {
+      const e = state.errors[i];
+      ol.append(el('li', {},
+        el('time', { className: 'small muted', text: e.time.toLocaleTimeString() }), ' ',
+        el('span', { className: 'error-text', text: e.text })));
+    }
+    byId('errors-empty').hidden = state.errors.length > 0;
+  }
+
+  // ---- confirmation and connect -------------------------------------------------
+
+  function approvalFor(fp) {
+    try {
+      return localStorage.getItem(APPROVAL_PREFIX + fp) || '';
+    } catch (e) {
+      return '';
+    }
+  }
+
+  function storeApproval(fp, approval) {
+    try {
+      if (approval) localStorage.setItem(APPROVAL_PREFIX + fp, approval);
+      else localStorage.removeItem(APPROVAL_PREFIX + fp);
+    } catch (e) {
+      addError('Cannot store the approval in this browser: ' + e);
+    }
+  }
+
+  // confirm shows the server entry and resolves true if the person agrees.
+  function confirmServer(s, reason) {
+    const d = byId('confirm');
+    byId('confirm-name').textContent = str(s.name);
+    const r = byId('confirm-reason');
+    r.textContent = reason || '';
+    r.hidden = !reason;
+    const dl = byId('confirm-details');
+    dl.replaceChildren();
+    if (s.transport === 'http') kv(dl, 'URL', str(s.url), 'mono');
+    else {
+      kv(dl, 'Command line', str(s.commandLine || s.command), 'mono');
+      kv(dl, 'Working directory', str(s.cwd) || '(the bridge\u2019s)', 'mono');
+    }
+    kv(dl, 'Environment variables', names(s.env), 'mono');
+    kv(dl, 'Headers', names(s.headers), 'mono');
+    kv(dl, 'Configured in', str(s.source), 'mono');
+    kv(dl, 'Fingerprint', str(s.fingerprint), 'mono fp');
+    return new Promise((resolve) => {
+      d.returnValue = '';
+      d.onclose = () => resolve(d.returnValue === 'yes');
+      d.showModal();
+      byId('confirm-no').focus();
+    });
+  }
+
+  async function connect(entry) {
+    const name = str(entry.name);
+    if (state.starting.has(name)) return;
+    let s = entry;
+    let reason = '';
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const fp = str(s.fingerprint);
+      const approval = approvalFor(fp);
+      const msg = { type: 'tools:connect', server: name, fingerprint: fp };
+      if (approval) msg.approval = approval;
+      else {
+        if (!(await confirmServer(s, reason))) return;
+        msg.confirmed = true;
+      }
+      msg.id = state.nextId++;
+      const starting = { id: msg.id, line: '' };
+      state.starting.set(name, starting);
+      renderServers();
+      const reply = await request(msg, (p) => {
+        if (p.message !== undefined) {
+          starting.line = str(p.message);
+          const line = document.querySelector('article.server[data-server="' + CSS.escape(name) + '"] .stderr-line');
+          if (line) line.textContent = starting.line;
+        }
+      });
+      state.starting.delete(name);
+      if (reply.ok) {
+        if (reply.approval) storeApproval(fp, str(reply.approval));
+        state.conns.set(name, {
+          fingerprint: str(reply.fingerprint) || fp,
+          serverInfo: reply.serverInfo || {},
+          protocolVersion: str(reply.protocolVersion),
+          tools: Array.isArray(reply.tools) ? reply.tools : [],
+        });
+        renderServers();
+        await refreshServers();
+        selectServer(name);
+        return;
+      }
+      const code = reply.error && reply.error.code;
+      if ((code === 'confirmation-required' || code === 'fingerprint-changed') && reply.error.server) {
+        // The stored receipt was refused (revoked, expired) or the entry
+        // changed: forget it and ask again with the current entry.
+        storeApproval(fp, '');
+        s = reply.error.server;
+        reason = code === 'fingerprint-changed'
+          ? 'This server\u2019s configuration changed since it was approved.'
+          : (approval ? 'The earlier approval is no longer valid.' : '');
+        continue;
+      }
+      addError(name + ': connect failed: ' + errorText(reply));
+      renderServers();
+      refreshServers();
+      return;
+    }
+  }
+
+  async function disconnect(name) {
+    if (state.call && state.call.server === name) cancelCall();
+    const reply = await request({ type: 'tools:disconnect', server: name });
+    if (!reply.ok) addError(name + ': disconnect failed: ' + errorText(reply));
+    state.conns.delete(name);
+    renderServers();
+    renderRunner();
+    refreshServers();
+  }
+
+  // ---- tool runner -------------------------------------------------------------
+
+  function builderMeta(tool) {
+    const m = tool && tool._meta && tool._meta[BUILDER_META];
+    return m && typeof m === 'object' ? m : null;
+  }
+
+  function toolLabel(t) {
+    const a = t.annotations && t.annotations.title;
+    return str(t.title) || str(a) || str(t.name);
+  }
+
+  function safeIcon(tool) {
+    if (!Array.isArray(tool.icons)) return '';
+    for (const ic of tool.icons) {
+      const src = ic && typeof ic.src === 'string' ? ic.src : '';
+      if (!src.startsWith('data:image/')) continue;
+      const type = src.slice(5, src.search(/[;,]/)).toLowerCase();
+      if (ICON_TYPES.includes(type)) return src;
+    }
+    return '';
+  }
+
+  // syncServerSelect lists the servers this page holds in the runner's
+  // server select and reports whether the list changed.
+  function syncServerSelect() {
+    const sel = byId('runner-server');
+    const namesHere = [...state.conns.keys()];
+    const same = namesHere.length === sel.options.length && namesHere.every((n, i) => sel.options[i].value === n);
+    if (same) return false;
+    const current = sel.value;
+    sel.replaceChildren(...namesHere.map((n) => el('option', { value: n, text: n })));
+    if (namesHere.includes(current)) sel.value = current;
+    return true;
+  }
+
+  function renderRunnerServers() {
+    if (syncServerSelect()) renderRunner();
+  }
+
+  function selectServer(name) {
+    syncServerSelect();
+    if (state.conns.has(name)) byId('runner-server').value = name;
+    renderRunner();
+  }
+
+  function currentTool() {
+    const conn = state.conns.get(byId('runner-server').value);
+    if (!conn) return null;
+    const name = byId('runner-tool').value;
+    return conn.tools.find((t) => str(t.name) === name) || null;
+  }
+
+  function renderRunner() {
+    const have = state.conns.size > 0;
+    byId('runner-empty').hidden = have;
+    byId('runner-body').hidden = !have;
+    syncServerSelect();
+    if (!have) return;
+    const conn = state.conns.get(byId('runner-server').value);
+    const toolSel = byId('runner-tool');
+    const keep = toolSel.value;
+    const groups = new Map();
+    for (const t of conn ? conn.tools : []) {
+      if (!t || typeof t !== 'object') continue;
+      const m = builderMeta(t);
+      let g = 'Other tools (not Builder buttons)';
+      if (m) {
+        g = m.contract === SUPPORTED_CONTRACT ? 'Builder: ' + (str(m.category) || 'other') : 'Builder contract ' + str(m.contract) + ' (unsupported)';
+      }
+      if (!groups.has(g)) groups.set(g, []);
+      groups.get(g).push(t);
+    }
+    const ordered = [...groups.keys()].sort((a, b) => (a.startsWith('Builder: ') ? 0 : 1) - (b.startsWith('Builder: ') ? 0 : 1) || a.localeCompare(b));
+    toolSel.replaceChildren(...ordered.map((g) => el('optgroup', { label: g },
+      ...groups.get(g).map((t) => {
+        const label = toolLabel(t);
+        const n = str(t.name);
+        return el('option', { value: n, text: label === n ? n : label + ' (' + n + ')' });
+      }))));
+    if (keep && [...toolSel.options].some((o) => o.value === keep)) toolSel.value = keep;
+    renderTool();
+  }
+
+  function renderTool() {
+    const t = currentTool();
+    const info = byId('tool-info');
+    info.replaceChildren();
+    const server = byId('runner-server').value;
+    if (!t) {
+      info.append(el('p', { className: 'muted', text: 'This server lists no tools.' }));
+      byId('run').disabled = true;
+      return;
+    }
+    byId('run').disabled = !!state.call;
+    const icon = safeIcon(t);
+    const head = el('div', { className: 'tool-head' });
+    if (icon) head.append(el('img', { src: icon, alt: '', className: 'tool-icon', width: 32, height: 32 }));
+    head.append(el('div', {},
+      el('div', { className: 'tool-title', text: toolLabel(t) }),
+      el('div', { className: 'mono small muted', text: str(t.name) })));
+    info.append(head);
+    if (t.description) info.append(el('p', { className: 'tool-desc', text: str(t.description) }));
+    const m = builderMeta(t);
+    if (m) {
+      const bits = ['category ' + str(m.category), 'apply ' + str(m.apply), 'document ' + str(m.document)];
+      if (m.stochastic) bits.push('stochastic');
+      if (m.expectedSeconds !== undefined) bits.push('about ' + str(m.expectedSeconds) + ' s');
+      info.append(el('p', { className: 'small muted', text: 'Builder contract ' + str(m.contract) + ': ' + bits.join(', ') }));
+    } else {
+      info.append(el('p', { className: 'small muted', text: 'Not a Builder button (no ' + BUILDER_META + ' metadata).' }));
+    }
+    const key = server + '\u0000' + str(t.name);
+    if (state.schemaFor !== key) {
+      state.schemaFor = key;
+      byId('args').value = JSON.stringify(prefill(t), null, 2);
+      byId('args-error').hidden = true;
+    }
+    byId('new-seed').hidden = seedProps(t).length === 0;
+    renderProps(t);
+  }
+
+  function resolveRef(schema, root, depth) {
+    let s = schema;
+    for (let i = 0; i < (depth || 8) && s && typeof s === 'object' && typeof s.$ref === 'string'; i++) {
+      const ref = s.$ref;
+      if (!ref.startsWith('#/')) return s;
+      let cur = root;
+      for (const part of ref.slice(2).split('/')) {
+        const k = part.replace(/~1/g, '/').replace(/~0/g, '~');
+        cur = cur && typeof cur === 'object' ? cur[k] : undefined;
+      }
+      if (!cur || typeof cur !== 'object') return s;
+      s = cur;
+    }
+    return s;
+  }
+
+  function properties(t) {
+    const root = t.inputSchema && typeof t.inputSchema === 'object' ? t.inputSchema : {};
+    const props = root.properties && typeof root.properties === 'object' ? root.properties : {};
+    return Object.entries(props).map(([k, v]) => [k, resolveRef(v, root) || {}]);
+  }
+
+  function seedProps(t) {
+    return properties(t).filter(([, p]) => p['x-megane-widget'] === 'seed').map(([k]) => k);
+  }
+
+  function freshSeed() {
+    const a = new Uint32Array(1);
+    crypto.getRandomValues(a);
+    return a[0] >>> 1; // 0 .. 2^31-1: fits every integer type a server may use
+  }
+
+  // prefill builds the arguments from defaults, else first examples; a fresh
+  // seed for seed widgets; never a document.
+  function prefill(t) {
+    const args = {};
+    for (const [k, p] of properties(t)) {
+      const w = p['x-megane-widget'];
+      if (w === 'document') continue;
+      if (w === 'seed') args[k] = freshSeed();
+      else if (Object.prototype.hasOwnProperty.call(p, 'default')) args[k] = p.default;
+      else if (Array.isArray(p.examples) && p.examples.length) args[k] = p.examples[0];
+    }
+    return args;
+  }
+
+  function renderProps(t) {
+    const table = byId('args-props');
+    table.replaceChildren();
+    const root = t.inputSchema || {};
+    const req = Array.isArray(root.required) ? root.required.map(str) : [];
+    for (const [k, p] of properties(t)) {
+      const type = [str(p.type), p['x-megane-widget'] ? 'widget ' + str(p['x-megane-widget']) : '', p['x-megane-unit'] ? str(p['x-megane-unit']) : ''].filter(Boolean).join(', ');
+      table.append(el('tr', {},
+        el('th', { className: 'mono', text: k + (req.includes(k) ? ' *' : '') }),
+        el('td', {},
+          el('div', { text: [str(p.title), type ? '(' + type + ')' : ''].filter(Boolean).join(' ') }),
+          p.description ? el('div', { className: 'small muted', text: str(p.description) }) : null)));
+    }
+  }
+
+  function parseArgs() {
+    const err = byId('args-error');
+    err.hidden = true;
+    let v;
+    try {
+      v = JSON.parse(byId('args').value);
+    } catch (e) {
+      err.textContent = 'The arguments are not valid JSON: ' + e.message;
+      err.hidden = false;
+      return null;
+    }
+    if (!v || typeof v !== 'object' || Array.isArray(v)) {
+      err.textContent = 'The arguments must be one JSON object.';
+      err.hidden = false;
+      return null;
+    }
+    return v;
+  }
+
+  function newSeed() {
+    const t = currentTool();
+    const args = t && parseArgs();
+    if (!args) return;
+    for (const k of seedProps(t)) args[k] = freshSeed();
+    byId('args').value = JSON.stringify(args, null, 2);
+  }
+
+  function resetArgs() {
+    state.schemaFor = null;
+    renderTool();
+  }
+
+  function setCalling(on) {
+    byId('run').disabled = on || !currentTool();
+    byId('cancel').disabled = !on;
+    byId('runner-server').disabled = on;
+    byId('runner-tool').disabled = on;
+  }
+
+  async function run() {
+    const t = currentTool();
+    const server = byId('runner-server').value;
+    if (!t || state.call) return;
+    const args = parseArgs();
+    if (!args) return;
+    const id = state.nextId++;
+    const call = { id, server, tool: str(t.name), cancelled: false };
+    state.call = call;
+    setCalling(true);
+    byId('result').hidden = true;
+    const status = byId('call-status');
+    const bar = byId('call-progress');
+    bar.removeAttribute('value'); // indeterminate until the first progress
+    byId('call-message').textContent = 'Running ' + toolLabel(t) + '…';
+    status.hidden = false;
+    const reply = await request({ type: 'tools:call', id, server, tool: call.tool, arguments: args }, (p) => {
+      if (state.call !== call) return;
+      const total = Number(p.total);
+      const progress = Number(p.progress);
+      if (total > 0 && Number.isFinite(progress)) {
+        bar.max = total;
+        bar.value = Math.min(progress, total);
+      }
+      byId('call-message').textContent = p.message !== undefined ? str(p.message) : (total > 0 ? progress + ' of ' + total : String(progress));
+    });
+    if (state.call === call) state.call = null;
+    setCalling(false);
+    status.hidden = true;
+    if (call.cancelled || (reply.error && reply.error.code === 'cancelled')) {
+      showCancelled(call, reply);
+      refreshServers();
+      return;
+    }
+    showResult(t, reply);
+    refreshServers();
+  }
+
+  async function cancelCall() {
+    const call = state.call;
+    if (!call) return;
+    call.cancelled = true;
+    byId('call-message').textContent = 'Cancelling…';
+    byId('cancel').disabled = true;
+    const reply = await request({ type: 'tools:cancel', id: call.id });
+    if (!reply.ok) addError('cancel: ' + errorText(reply));
+  }
+
+  function showCancelled(call, reply) {
+    const box = byId('result');
+    resetResult();
+    box.hidden = false;
+    const e = byId('result-error');
+    e.textContent = 'Cancelled: ' + call.tool + ' was stopped' + (reply.error && reply.error.message ? ' (' + str(reply.error.message) + ')' : '') + '.';
+    e.hidden = false;
+    box.dataset.outcome = 'cancelled';
+  }
+
+  function resetResult() {
+    byId('result-error').hidden = true;
+    byId('result-text').textContent = '';
+    byId('result-summary').replaceChildren();
+    byId('result-figure').hidden = true;
+    byId('result-raw').hidden = true;
+    byId('result-raw').textContent = '';
+  }
+
+  function firstText(result) {
+    const c = result && Array.isArray(result.content) ? result.content : [];
+    const t = c.find((x) => x && x.type === 'text' && typeof x.text === 'string');
+    return t ? t.text : '';
+  }
+
+  function fmt(n) {
+    return Number.isFinite(n) ? (Math.round(n * 1000) / 1000).toString() : str(n);
+  }
+
+  function describeCell(cell) {
+    if (cell === null) return 'none (not periodic)';
+    if (!Array.isArray(cell) || cell.length !== 9 || !cell.every(Number.isFinite)) return 'invalid: ' + str(cell).slice(0, 200);
+    const off = [1, 2, 3, 5, 6, 7].every((i) => cell[i] === 0);
+    if (off) return fmt(cell[0]) + ' × ' + fmt(cell[4]) + ' × ' + fmt(cell[8]) + ' Å (orthorhombic)';
+    return '[' + [0, 3, 6].map((i) => '[' + cell.slice(i, i + 3).map(fmt).join(', ') + ']').join(', ') + '] Å';
+  }
+
+  function showResult(t, reply) {
+    const box = byId('result');
+    resetResult();
+    box.hidden = false;
+    const e = byId('result-error');
+    if (!reply.ok) {
+      const code = reply.error && reply.error.code;
+      e.textContent = (code === 'server-failed' ? 'The server failed: ' : '') + errorText(reply);
+      e.hidden = false;
+      box.dataset.outcome = 'error';
+      addError(state.conns.size ? str(t.name) + ': ' + errorText(reply) : errorText(reply));
+      return;
+    }
+    const r = reply.result || {};
+    if (r.isError) {
+      e.textContent = firstText(r) || 'The tool reported an error without a message.';
+      e.hidden = false;
+      box.dataset.outcome = 'tool-error';
+      return;
+    }
+    box.dataset.outcome = 'ok';
+    byId('result-text').textContent = firstText(r);
+    const sc = r.structuredContent;
+    const st = sc && typeof sc === 'object' ? sc.structure : null;
+    const dl = byId('result-summary');
+    if (!st || typeof st !== 'object') {
+      if (sc !== undefined) {
+        const raw = byId('result-raw');
+        raw.textContent = JSON.stringify(sc, null, 2).slice(0, 20000);
+        raw.hidden = false;
+      }
+      return;
+    }
+    const elements = Array.isArray(st.elements) ? st.elements : [];
+    const positions = Array.isArray(st.positions) ? st.positions : [];
+    kv(dl, 'Name', str(sc.name));
+    kv(dl, 'Atoms', String(elements.length), 'atoms');
+    kv(dl, 'Cell', describeCell(st.cell));
+    kv(dl, 'Bonds', String(Array.isArray(st.bonds) ? st.bonds.length : 0), 'bonds');
+    if (positions.length !== 3 * elements.length) {
+      kv(dl, 'Invalid', 'positions has ' + positions.length + ' numbers for ' + elements.length + ' atoms', 'error');
+    }
+    const warnings = Array.isArray(sc.warnings) ? sc.warnings : [];
+    kv(dl, 'Warnings', warnings.length ? el('ul', { className: 'warnings' }, ...warnings.map((w) => el('li', { text: str(w) }))) : 'none', 'warnings');
+    const prov = sc.provenance && typeof sc.provenance === 'object' ? sc.provenance : null;
+    if (prov) {
+      kv(dl, 'Provenance', el('ul', { className: 'provenance' }, ...Object.entries(prov).map(([k, v]) => el('li', {},
+        el('span', { className: 'mono', text: k }), ': ', el('span', { className: 'mono', text: str(v) })))), 'provenance');
+    }
+    if (positions.length === 3 * elements.length && elements.length) drawAtoms(elements, positions, st.cell);
+  }
+
+  // ---- picture -----------------------------------------------------------------
+
+  function colorOf(z) {
+    return COLORS[z] || 'hsl(' + ((z * 47) % 360) + ', 55%, 62%)';
+  }
+
+  function drawAtoms(elements, positions, cell) {
+    const canvas = byId('result-canvas');
+    const fig = byId('result-figure');
+    fig.hidden = false;
+    const dpr = window.devicePixelRatio || 1;
+    const cssW = canvas.clientWidth || 560;
+    const cssH = Math.round(cssW * 0.7);
+    canvas.width = Math.round(cssW * dpr);
+    canvas.height = Math.round(cssH * dpr);
+    const ctx = canvas.getContext('2d');
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.fillStyle = '#1b2230';
+    ctx.fillRect(0, 0, cssW, cssH);
+
+    // A fixed oblique view: rotate about y, then about x.
+    const ay = -0.6;
+    const ax = 0.45;
+    const cy = Math.cos(ay);
+    const sy = Math.sin(ay);
+    const cx = Math.cos(ax);
+    const sx = Math.sin(ax);
+    const project = (x, y, z) => {
+      const x1 = cy * x + sy * z;
+      const z1 = -sy * x + cy * z;
+      const y2 = cx * y - sx * z1;
+      const z2 = sx * y + cx * z1;
+      return [x1, -y2, z2];
+    };
+    const n = elements.length;
+    const stride = n > MAX_DRAWN_ATOMS ? Math.ceil(n / MAX_DRAWN_ATOMS) : 1;
+    const pts = [];
+    for (let i = 0; i < n; i += stride) {
+      const p = project(positions[3 * i], positions[3 * i + 1], positions[3 * i + 2]);
+      if (p.every(Number.isFinite)) pts.push([p[0], p[1], p[2], elements[i]]);
+    }
+    const corners = [];
+    if (Array.isArray(cell) && cell.length === 9 && cell.every(Number.isFinite)) {
+      for (let c = 0; c < 8; c++) {
+        const f = [c & 1, (c >> 1) & 1, (c >> 2) & 1];
+        const v = [0, 1, 2].map((k) => f[0] * cell[k] + f[1] * cell[3 + k] + f[2] * cell[6 + k]);
+        corners.push(project(v[0], v[1], v[2]));
+      }
+    }
+    let minX = Infinity;
+    let maxX = -Infinity;
+    let minY = Infinity;
+    let maxY = -Infinity;
+    for (const p of pts.concat(corners)) {
+      minX = Math.min(minX, p[0]);
+      maxX = Math.max(maxX, p[0]);
+      minY = Math.min(minY, p[1]);
+      maxY = Math.max(maxY, p[1]);
+    }
+    const pad = 16;
+    const span = Math.max(maxX - minX, maxY - minY, 1e-6);
+    const scale = Math.min((cssW - 2 * pad) / Math.max(maxX - minX, 1e-6), (cssH - 2 * pad) / Math.max(maxY - minY, 1e-6));
+    const ox = (cssW - (maxX - minX) * scale) / 2 - minX * scale;
+    const oy = (cssH - (maxY - minY) * scale) / 2 - minY * scale;
+    // Atom radius: about a third of the mean spacing, within 1.5..9 px.
+    const r = Math.max(1.5, Math.min(9, (span * scale) / Math.cbrt(Math.max(pts.length, 1)) / 3));
+
+    if (corners.length === 8) {
+      ctx.strokeStyle = 'rgba(200, 210, 230, 0.55)';
+      ctx.lineWidth = 1;
+      ctx.beginPath();
+      for (let a = 0; a < 8; a++) {
+        for (const bit of [1, 2, 4]) {
+          const b = a | bit;
+          if (b === a) continue;
+          ctx.moveTo(corners[a][0] * scale + ox, corners[a][1] * scale + oy);
+          ctx.lineTo(corners[b][0] * scale + ox, corners[b][1] * scale + oy);
+        }
+      }
+      ctx.stroke();
+    }
+    pts.sort((p, q) => p[2] - q[2]); // far first
+    let minZ = Infinity;
+    let maxZ = -Infinity;
+    for (const p of pts) {
+      minZ = Math.min(minZ, p[2]);
+      maxZ = Math.max(maxZ, p[2]);
+    }
+    const big = pts.length > 20000;
+    for (const p of pts) {
+      const x = p[0] * scale + ox;
+      const y = p[1] * scale + oy;
+      const depth = maxZ > minZ ? (p[2] - minZ) / (maxZ - minZ) : 1;
+      ctx.globalAlpha = 0.55 + 0.45 * depth;
+      ctx.fillStyle = colorOf(p[3]);
+      if (big) {
+        ctx.fillRect(x - r / 2, y - r / 2, r, r);
+      } else {
+        ctx.beginPath();
+        ctx.arc(x, y, r, 0, 2 * Math.PI);
+        ctx.fill();
+        ctx.strokeStyle = 'rgba(0, 0, 0, 0.35)';
+        ctx.stroke();
+      }
+    }
+    ctx.globalAlpha = 1;
+
+    const counts = new Map();
+    for (const z of elements) counts.set(z, (counts.get(z) || 0) + 1);
+    const legend = byId('result-legend');
+    legend.replaceChildren();
+    for (const [z, c] of [...counts.entries()].sort((a, b) => a[0] - b[0])) {
+      const sw = el('span', { className: 'swatch', 'data-z': String(z) });
+      sw.style.background = colorOf(z);
+      legend.append(el('span', { className: 'legend-item' }, sw, (SYMBOLS[z - 1] || 'Z=' + z) + ' × ' + c));
+    }
+    if (stride > 1) legend.append(el('span', { className: 'muted', text: ' (every ' + stride + 'th atom drawn)' }));
+  }
+
+  // ---- start -----------------------------------------------------------------
+
+  function start() {
+    byId('reconnect').onclick = openSocket;
+    byId('refresh').onclick = refreshServers;
+    byId('runner-server').onchange = () => renderRunner();
+    byId('runner-tool').onchange = () => renderTool();
+    byId('run').onclick = run;
+    byId('cancel').onclick = cancelCall;
+    byId('new-seed').onclick = newSeed;
+    byId('reset-args').onclick = resetArgs;
+    renderErrors();
+    openSocket();
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
+  else start();
+})();

@@ -1,0 +1,94 @@
+// Package statuspage owns the bridge's status page and tool runner: three
+// static files (index.html, app.js, style.css) embedded in the binary and the
+// http.Handler that serves them. The page shows what the bridge sees (its
+// version, every configured server with its state, configuration problems,
+// recent errors) and runs tools, speaking only the public page protocol of
+// bridge/PROTOCOL.md over the WebSocket beside it ({dir}ws).
+//
+// It never talks to tool servers or to the bridge's internals, never loads
+// anything from outside the binary (no CDN, no fonts, no images but data:
+// URIs), and never renders server data as HTML: everything a server sends is
+// shown as text. Admission is the bridge's job (its Gate runs before the
+// handler); the handler only serves its files.
+package statuspage
+
+import (
+	"bytes"
+	"embed"
+	"html/template"
+	"net/http"
+	"net/url"
+)
+
+//go:embed index.html app.js style.css
+var files embed.FS
+
+// contentSecurityPolicy allows the page's own script and style, images from
+// data: URIs only (tool icons), and connections to its own origin (the
+// WebSocket); nothing else, no inline script, no framing by other sites.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src data:; " +
+	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
+
+// handler serves the embedded files. It is read-only after Handler.
+type handler struct {
+	index *template.Template // index.html; its asset URLs carry the request's token
+	js    []byte
+	css   []byte
+}
+
+// Handler returns the page's handler. The bridge mounts it with the page
+// prefix stripped, so it answers "/" (and "/index.html"), "/app.js" and
+// "/style.css", to GET and HEAD only.
+//
+// In standalone mode the page is opened as .../?token=T and every request
+// must carry the token, so index.html's script and style URLs repeat the
+// request's token query parameter (and nothing else of the query).
+func Handler() http.Handler {
+	read := func(name string) []byte {
+		b, err := files.ReadFile(name)
+		if err != nil { // embedded at build time: cannot fail
+			panic(err)
+		}
+		return b
+	}
+	return &handler{
+		index: template.Must(template.New("index.html").Parse(string(read("index.html")))),
+		js:    read("app.js"),
+		css:   read("style.css"),
+	}
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "the status page answers GET and HEAD only", http.StatusMethodNotAllowed)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", contentSecurityPolicy)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "no-referrer") // the address may carry ?token=
+	hd.Set("Cache-Control", "no-store")
+	switch r.URL.Path {
+	case "/", "/index.html":
+		var buf bytes.Buffer
+		data := struct{ Query string }{}
+		if tok := r.URL.Query().Get("token"); tok != "" {
+			data.Query = "?" + url.Values{"token": {tok}}.Encode()
+		}
+		if err := h.index.Execute(&buf, data); err != nil {
+			http.Error(w, "cannot render the status page", http.StatusInternalServerError)
+			return
+		}
+		hd.Set("Content-Type", "text/html; charset=utf-8")
+		w.Write(buf.Bytes())
+	case "/app.js":
+		hd.Set("Content-Type", "text/javascript; charset=utf-8")
+		w.Write(h.js)
+	case "/style.css":
+		hd.Set("Content-Type", "text/css; charset=utf-8")
+		w.Write(h.css)
+	default:
+		http.NotFound(w, r)
+	}
+}
