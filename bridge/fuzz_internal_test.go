@@ -1,0 +1,173 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// Fuzz tests for the decoders of what a page sends: the envelope of every
+// frame and the reassembly of tools:chunk sequences. (The stdio line reader
+// is fuzzed in stdio_reader_test.go.)
+
+// FuzzDecodeEnvelope: any frame is either accepted with a usable type and
+// id, or refused with bad-request; either way the reply the bridge would
+// send, echoing what could be read, is one valid JSON object.
+func FuzzDecodeEnvelope(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"tools:servers","id":1}`, `{"type":"tools:call","id":"a\"b","server":"x"}`,
+		`{"type":"tools:chunk","id":-1.5e3}`, `{"id":{"a":1},"type":"x"}`, `{"type":5,"id":1}`,
+		`{"type":"x","id":null}`, `[1]`, ` {"type":"\u0000","id":"\ud800"}`, `{"type":"a","type":"b","id":1,"id":"2"}`,
+		`hello`, ``, `{"type":"tools:servers","id":1} trailing`, "{\"type\":\"t\",\"id\":\"\xff\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		msg, perr := decodeEnvelope(frame)
+		if perr != nil {
+			if perr.Code != CodeBadRequest {
+				t.Fatalf("envelope errors are bad-request, got %q", perr.Code)
+			}
+		} else {
+			if len(msg.ID) == 0 || !json.Valid(msg.ID) || !strings.ContainsRune(`"-0123456789`, rune(msg.ID[0])) {
+				t.Fatalf("accepted an unusable id %q", msg.ID)
+			}
+			if !bytes.Equal(msg.Frame, frame) {
+				t.Fatal("the frame must be kept for the type-specific decoding")
+			}
+		}
+		if msg.ID != nil && !json.Valid(msg.ID) {
+			t.Fatalf("an id to echo must be valid JSON: %q", msg.ID)
+		}
+		e := perr
+		if e == nil {
+			e = errorf(CodeUnknownType, "unknown message type %q", msg.Type)
+		}
+		reply := errorReply(msg.Type, msg.ID, e)
+		if !json.Valid(reply) || reply[0] != '{' {
+			t.Fatalf("the reply is not one JSON object: %s", reply)
+		}
+		if strings.ContainsAny(e.Message, "\r\n") {
+			t.Fatalf("the message is not one line: %q", e.Message)
+		}
+	})
+}
+
+// FuzzChunkRoundTrip: whatever message the bridge sends as chunks (valid
+// UTF-8, any frame limit) arrives whole and exact through the reassembler,
+// and no chunk frame is over the limit.
+func FuzzChunkRoundTrip(f *testing.F) {
+	f.Add([]byte(`{"type":"tools:call","id":1,"result":"x"}`), 4096)
+	f.Add([]byte(strings.Repeat("Å\"\\\n€\x01 ", 3000)), 4200)
+	f.Add([]byte(strings.Repeat("😀", 5000)), 4097)
+	f.Fuzz(func(t *testing.T, msg []byte, limit int) {
+		if !utf8.Valid(msg) || len(msg) > 1<<20 {
+			return
+		}
+		limit = 4096 + abs(limit)%(64<<10) // the bridge's minimum frame limit is 4096
+		r := newReassembler(int64(len(msg))+1, 4, time.Minute)
+		var whole []byte
+		frames := 0
+		err := chunkFrames(msg, "b1", limit, nil, func(frame []byte) error {
+			frames++
+			if len(frame) > limit {
+				t.Fatalf("chunk frame of %d bytes over the limit %d", len(frame), limit)
+			}
+			env, perr := decodeEnvelope(frame)
+			if perr != nil || env.Type != typeChunk {
+				t.Fatalf("chunk frame not a tools:chunk: %v %s", perr, frame)
+			}
+			got, ignore, perr := r.add(env.ID, frame)
+			if ignore || perr != nil {
+				t.Fatalf("the reassembler refused the bridge's own chunk %d: %v", frames-1, perr)
+			}
+			if got != nil {
+				whole = bytes.Clone(got)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(whole, msg) {
+			t.Fatalf("reassembled %d bytes, sent %d (%d frames)", len(whole), len(msg), frames)
+		}
+	})
+}
+
+func abs(n int) int {
+	if n < 0 {
+		if n == -n { // math.MinInt
+			return 0
+		}
+		return -n
+	}
+	return n
+}
+
+// FuzzReassembler: any sequence of frames from a page (one per line of the
+// input) leaves the reassembler within its bounds: at most maxOpen
+// sequences, declared bytes within the limit, a bounded memory of dropped
+// ids; a message it completes has exactly its declared size; every error
+// is a documented code.
+func FuzzReassembler(f *testing.F) {
+	f.Add([]byte(`{"type":"tools:chunk","id":"a","seq":0,"count":2,"size":6,"data":"abc"}` + "\n" +
+		`{"type":"tools:chunk","id":"a","seq":1,"count":2,"size":6,"data":"def"}`))
+	f.Add([]byte(`{"type":"tools:chunk","id":1,"seq":0,"count":1,"size":0,"data":""}` + "\n" +
+		`{"type":"tools:chunk","id":1,"seq":1,"count":1,"size":0,"data":""}`))
+	f.Add([]byte(`{"type":"tools:chunk","id":"x","seq":0,"count":3,"size":2000,"data":"Å"}` + "\n" +
+		`{"type":"tools:chunk","id":"x","seq":0,"count":3,"size":2000,"data":"Å"}` + "\n" +
+		`{"type":"tools:chunk","id":"y","seq":0,"count":9223372036854775807,"size":9223372036854775807,"data":""}`))
+	f.Add([]byte(`{"type":"tools:chunk","id":"z","seq":0,"count":1,"size":1e400,"data":""}`))
+	f.Fuzz(func(t *testing.T, input []byte) {
+		const limit, maxOpen = 1024, 3
+		r := newReassembler(limit, maxOpen, time.Minute)
+		clock := time.Unix(0, 0)
+		r.now = func() time.Time { return clock }
+		for _, frame := range bytes.Split(input, []byte("\n")) {
+			clock = clock.Add(7 * time.Second)
+			if len(r.expire()) > maxOpen {
+				t.Fatal("expired more sequences than may be open")
+			}
+			env, perr := decodeEnvelope(frame)
+			if perr != nil || env.Type != typeChunk {
+				continue
+			}
+			var declared struct {
+				Size int64 `json:"size"`
+			}
+			json.Unmarshal(frame, &declared)
+			msg, ignore, perr := r.add(env.ID, frame)
+			switch {
+			case perr != nil:
+				if perr.Code != CodeBadRequest && perr.Code != CodeTooLargeErr {
+					t.Fatalf("undocumented code %q", perr.Code)
+				}
+				if !json.Valid(errorReply(typeChunk, env.ID, perr)) {
+					t.Fatal("the error reply is not JSON")
+				}
+				if ignore || msg != nil {
+					t.Fatal("an error comes alone")
+				}
+			case msg != nil && int64(len(msg)) != declared.Size:
+				t.Fatalf("completed a message of %d bytes, declared %d", len(msg), declared.Size)
+			}
+			if len(r.open) > maxOpen || r.pending > limit || r.pending < 0 || len(r.dropped) > 64 {
+				t.Fatalf("out of bounds: %d open, %d bytes declared, %d dropped ids", len(r.open), r.pending, len(r.dropped))
+			}
+			var held int64
+			for _, s := range r.open {
+				held += int64(len(s.buf))
+				if int64(len(s.buf)) > s.size {
+					t.Fatalf("a sequence holds %d bytes, more than its size %d", len(s.buf), s.size)
+				}
+			}
+			if held > limit {
+				t.Fatalf("open sequences hold %d bytes, over the limit", held)
+			}
+		}
+	})
+}
