@@ -226,8 +226,7 @@ func (b *Bridge) serveSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	if refusal != nil {
 		b.log.Info("socket refused", "code", refusal.CloseCode, "reason", refusal.Reason, "remote", r.RemoteAddr)
-		msg := websocket.FormatCloseMessage(refusal.CloseCode, truncateReason(refusal.Reason))
-		_ = conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+		writeClosing(conn, refusal.CloseCode, refusal.Reason, time.Second)
 		// Give the peer a moment to read the close frame before the drop.
 		_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 		for {
@@ -255,6 +254,21 @@ func (b *Bridge) serveSocket(w http.ResponseWriter, r *http.Request) {
 	delete(b.tabs, t)
 	b.mu.Unlock()
 	b.log.Info("tab closed", "user", adm.User, "tab", t.id)
+}
+
+// writeClosing sends tools:closing and then the close frame. The message
+// is what survives jupyter-server-proxy, which replaces the close code with
+// 1005 on the page's side.
+func writeClosing(conn *websocket.Conn, code int, reason string, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	msg := buildMessage(struct {
+		Type   string `json:"type"`
+		Code   int    `json:"code"`
+		Reason string `json:"reason"`
+	}{typeClosing, code, oneLine(reason)})
+	_ = conn.SetWriteDeadline(deadline)
+	_ = conn.WriteMessage(websocket.TextMessage, msg)
+	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, truncateReason(reason)), deadline)
 }
 
 // truncateReason keeps a close reason within the 123 bytes a close frame allows.

@@ -21,6 +21,7 @@ const (
 	typeChunk        = "tools:chunk"
 	typeProgress     = "tools:progress"
 	typeClosed       = "tools:closed"
+	typeClosing      = "tools:closing"
 )
 
 // Error codes: the closed set documented in PROTOCOL.md.

@@ -88,6 +88,12 @@ func TestProtocolDocument(t *testing.T) {
 	}
 	got("tools:closed", m, err)
 
+	// tools:closing: the page sends a binary frame.
+	p2 := h.page(ctx)
+	p2.Conn.WriteMessage(websocket.BinaryMessage, []byte{0})
+	m, err = p2.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:closing" })
+	got("tools:closing", m, err)
+
 	doc, err := os.ReadFile("PROTOCOL.md")
 	if err != nil {
 		t.Fatal(err)

@@ -230,12 +230,13 @@ func TestSharedSessionAndIsolation(t *testing.T) {
 			}
 		}
 	}
+	// go-sdk sends notifications/cancelled just after the call returns: wait for them.
+	waitFor(t, 10*time.Second, fmt.Sprintf("%d notifications/cancelled upstream", tabs*2), func() bool {
+		return countOf(journalMethods(t, j), "notifications/cancelled") >= tabs*2
+	})
 	methods := checkJournal(t, j)
 	if n := countOf(methods, "initialize"); n != 1 {
 		t.Errorf("tabs must share one session: %d initialize", n)
-	}
-	if n := countOf(methods, "notifications/cancelled"); n < tabs*2 {
-		t.Errorf("want at least %d notifications/cancelled upstream, got %d", tabs*2, n)
 	}
 }
 
@@ -511,6 +512,10 @@ func TestBadInput(t *testing.T) {
 		<-p2.Done()
 		if ce := p2.CloseError(); ce == nil || ce.Code != bridge.CloseBinary {
 			t.Fatalf("want close 4400, got %v", p2.Err())
+		}
+		all := p2.All()
+		if len(all) == 0 || all[len(all)-1].Type != "tools:closing" || string(all[len(all)-1].Fields["code"]) != "4400" {
+			t.Fatalf("want tools:closing with code 4400 before the close")
 		}
 	})
 	checkJournal(t, j)

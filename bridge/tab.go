@@ -171,9 +171,8 @@ func (t *tab) writeLoop() {
 		case <-ping.C:
 			_ = t.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(t.b.opts.WriteTimeout))
 		case <-t.done:
-			if t.closeCode != CloseNormal || t.closeText != "" {
-				msg := websocket.FormatCloseMessage(t.closeCode, truncateReason(t.closeText))
-				_ = t.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+			if t.closeCode != CloseNormal {
+				writeClosing(t.conn, t.closeCode, t.closeText, time.Second)
 			} else {
 				_ = t.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(CloseNormal, ""), time.Now().Add(time.Second))
 			}

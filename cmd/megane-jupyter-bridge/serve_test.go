@@ -252,6 +252,17 @@ func TestServeStandaloneRefusals(t *testing.T) {
 			if ce == nil || ce.Code != tc.code || ce.Text == "" {
 				t.Fatalf("want close %d with a reason, got %v", tc.code, p.Err())
 			}
+			// The code and reason also come as a message, which survives
+			// jupyter-server-proxy (it replaces close codes).
+			var closing *bridgetest.Msg
+			for _, m := range p.All() {
+				if m.Type == "tools:closing" {
+					closing = m
+				}
+			}
+			if closing == nil || string(closing.Fields["code"]) != fmt.Sprint(tc.code) || closing.Str("reason") == "" {
+				t.Fatalf("want a tools:closing message with code %d, got %v", tc.code, closing)
+			}
 		})
 	}
 	if strings.Contains(r.stderr.String(), token) {
