@@ -75,7 +75,7 @@ func newSession(b *Bridge, spec ServerSpec) *session {
 		b:        b,
 		spec:     spec,
 		key:      sessionKey(spec),
-		tap:      newTap(),
+		tap:      newTap(b.routeProgress),
 		ready:    make(chan struct{}),
 		done:     make(chan struct{}),
 		watchers: map[int]func(string){},
@@ -325,9 +325,6 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 	}
 	sc.rec = &recordingTransport{inner: inner}
 	client := mcp.NewClient(&mcp.Implementation{Name: s.b.opts.Name, Version: s.b.opts.Version}, &mcp.ClientOptions{
-		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-			s.b.routeProgress(req.Params)
-		},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
 			case s.relist <- struct{}{}:

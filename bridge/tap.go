@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The raw tap sits under go-sdk, on the transport. It keeps the exact bytes
@@ -46,14 +47,21 @@ func (s *rawSlot) get() ([]byte, *rpcError, bool) {
 // tap correlates upstream requests with the bridge's slots. Safe for
 // concurrent use.
 type tap struct {
+	// onProgress receives every notifications/progress, in wire order, from
+	// the goroutine that reads the server (set at creation, may be nil).
+	// go-sdk hands notifications to a handler goroutine but retires
+	// responses at once, so progress routed through go-sdk can arrive after
+	// its call's result and be lost; routed here it never can.
+	onProgress func(*mcp.ProgressNotificationParams)
+
 	mu      sync.Mutex
 	byToken map[string]*rawSlot // guarded by mu; tools/call slots by progress token
 	byID    map[string]*rawSlot // guarded by mu; by JSON-RPC request id, set when the request is written
 	list    *rawSlot            // guarded by mu; the tools/list in progress (listing is serialized)
 }
 
-func newTap() *tap {
-	return &tap{byToken: map[string]*rawSlot{}, byID: map[string]*rawSlot{}}
+func newTap(onProgress func(*mcp.ProgressNotificationParams)) *tap {
+	return &tap{onProgress: onProgress, byToken: map[string]*rawSlot{}, byID: map[string]*rawSlot{}}
 }
 
 // expectCall registers the slot for the tools/call carrying token.
@@ -120,6 +128,19 @@ var (
 // incoming is called with each complete message read from the server and
 // returns the bytes the SDK should decode. It takes ownership of raw.
 func (t *tap) incoming(raw []byte) []byte {
+	if t.onProgress != nil && bytes.Contains(raw, []byte(`"notifications/progress"`)) {
+		var n struct {
+			ID     rawRef                          `json:"id"`
+			Method string                          `json:"method"`
+			Params *mcp.ProgressNotificationParams `json:"params"`
+		}
+		if json.Unmarshal(raw, &n) == nil && n.ID == nil && n.Method == "notifications/progress" {
+			if n.Params != nil {
+				t.onProgress(n.Params)
+			}
+			return raw // go-sdk sees it too; the bridge's client has no progress handler
+		}
+	}
 	// Cheap test first: only responses are of interest, and every response
 	// has "result" or "error". Notifications and requests pass untouched.
 	if !bytes.Contains(raw, []byte(`"result"`)) && !bytes.Contains(raw, []byte(`"error"`)) {
