@@ -72,6 +72,10 @@ type Snapshot struct {
 	Servers  []ServerSpec
 	Problems []Problem
 	Settings Settings
+	// Forbidden maps names the configuration defines but the admin's
+	// settings exclude to a one-line reason: a connect to one is answered
+	// forbidden rather than unknown-server.
+	Forbidden map[string]string
 }
 
 // StaticCatalog is a Catalog that never changes, for tests and --servers files

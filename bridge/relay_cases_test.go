@@ -722,3 +722,51 @@ func TestConfigChangeNewFingerprint(t *testing.T) {
 		t.Fatalf("want 2 initialize (one per definition), got %d", n)
 	}
 }
+
+func TestForbiddenServer(t *testing.T) {
+	ctx := testCtx(t, 10*time.Second)
+	h := newHarness(t, bridge.Options{Catalog: bridge.StaticCatalog{
+		Forbidden: map[string]string{"my-tools": "my-tools is configured in /home/a/.jupyter/jupyter_server_config.json, but the admin allows only servers from env and system configuration"},
+	}})
+	p := h.page(ctx)
+	r, _ := p.Request(ctx, map[string]any{"type": "tools:connect", "id": 1, "server": "my-tools", "fingerprint": "x", "confirmed": true})
+	mustErr(t, r, bridge.CodeForbidden)
+	if !strings.Contains(r.Error.Message, "admin") {
+		t.Fatalf("message: %q", r.Error.Message)
+	}
+	r, _ = p.Request(ctx, map[string]any{"type": "tools:connect", "id": 2, "server": "other", "fingerprint": "x", "confirmed": true})
+	mustErr(t, r, bridge.CodeUnknownServer)
+}
+
+func TestBusy(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	spec := fakeServer(t, "fake", bridgetest.Mode{})
+	h := newHarness(t, bridge.Options{MaxCallsPerTab: 2, MaxCallsPerServer: 3}, spec)
+	p1, p2 := h.page(ctx), h.page(ctx)
+	connect(t, ctx, p1, 1, spec)
+	connect(t, ctx, p2, 1, spec)
+	slow := map[string]any{"steps": 1000, "intervalMs": 20, "tag": "b"}
+	for _, id := range []int{10, 11} {
+		p1.Send(map[string]any{"type": "tools:call", "id": id, "server": "fake", "tool": "slow", "arguments": slow})
+		if _, err := p1.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:progress" && string(m.ID) == fmt.Sprint(id) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, _ := p1.Request(ctx, map[string]any{"type": "tools:call", "id": 12, "server": "fake", "tool": "echo", "arguments": map[string]any{}})
+	mustErr(t, r, bridge.CodeBusy)
+	p2.Send(map[string]any{"type": "tools:call", "id": 20, "server": "fake", "tool": "slow", "arguments": slow})
+	if _, err := p2.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:progress" }); err != nil {
+		t.Fatal(err)
+	}
+	r, _ = p2.Request(ctx, map[string]any{"type": "tools:call", "id": 21, "server": "fake", "tool": "echo", "arguments": map[string]any{}})
+	mustErr(t, r, bridge.CodeBusy)
+	p1.Send(map[string]any{"type": "tools:cancel", "id": 10})
+	p1.Reply(ctx, "tools:call", 10)
+	// Once the cancelled call has left the server, there is room again.
+	n := 0
+	waitFor(t, 5*time.Second, "room for a call after a cancel", func() bool {
+		n++
+		r, _ := p2.Request(ctx, map[string]any{"type": "tools:call", "id": fmt.Sprint("retry", n), "server": "fake", "tool": "echo", "arguments": map[string]any{}})
+		return r.OK != nil && *r.OK
+	})
+}

@@ -415,14 +415,14 @@ func (t *tab) removePending(id json.RawMessage, p *pending) {
 	t.mu.Unlock()
 }
 
-func (t *tab) findSpec(name string) (ServerSpec, []ServerSpec, bool) {
+func (t *tab) findSpec(name string) (ServerSpec, Snapshot, bool) {
 	snap := t.b.opts.Catalog.Snapshot(t.ctx)
 	for _, s := range snap.Servers {
 		if s.Name == name {
-			return s, snap.Servers, true
+			return s, snap, true
 		}
 	}
-	return ServerSpec{}, snap.Servers, false
+	return ServerSpec{}, snap, false
 }
 
 func (t *tab) handleConnect(m pageMessage) {
@@ -440,8 +440,12 @@ func (t *tab) handleConnect(m pageMessage) {
 		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "tools:connect needs \"server\", the name of a configured server")))
 		return
 	}
-	spec, _, ok := t.findSpec(*req.Server)
+	spec, snap, ok := t.findSpec(*req.Server)
 	if !ok {
+		if reason, forbidden := snap.Forbidden[*req.Server]; forbidden {
+			t.push(errorReply(m.Type, m.ID, errorf(CodeForbidden, "%s", reason)))
+			return
+		}
 		t.push(errorReply(m.Type, m.ID, errorf(CodeUnknownServer, "no server named %q is configured (list them with tools:servers)", *req.Server)))
 		return
 	}

@@ -34,6 +34,10 @@ type SettingsFile struct {
 type Config struct {
 	Entries  []Entry   // the servers to offer, sorted by name
 	Problems []Problem // entries not offered, files not read, settings ignored
+	// Excluded maps the names of servers that configuration defines but the
+	// admin's settings exclude to the reason, so a page asking for one can
+	// be told why.
+	Excluded map[string]string
 
 	Files    []SettingsFile // the files that define the servers now
 	UserFile SettingsFile   // the user-level jupyter_server_config.json; zero with JUPYTER_NO_CONFIG
@@ -263,6 +267,12 @@ func (l *loader) load(ctx context.Context) (*Config, error) {
 		}
 		if f.level == LevelUser && !cfg.Admin.AllowUserServers {
 			cfg.Problems = append(cfg.Problems, Problem{File: f.path, Key: key, Message: fmt.Sprintf("%s: %s is ignored: the admin allows only servers from env and system configuration (allow_user_servers = false in %s)", f.path, key, strings.Join(cfg.Admin.Files, ", "))})
+			for name := range tv.members {
+				if cfg.Excluded == nil {
+					cfg.Excluded = map[string]string{}
+				}
+				cfg.Excluded[name] = fmt.Sprintf("%s is configured in %s, but the admin allows only servers from env and system configuration", name, f.path)
+			}
 			continue
 		}
 		if tv.invalid != "" {

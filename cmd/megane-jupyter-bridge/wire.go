@@ -130,7 +130,7 @@ func newCatalog(ctx context.Context, c *serveConfig, jopts jupyter.Options, log 
 // snapshotOf converts the jupyter package's configuration into the bridge's
 // view of it.
 func snapshotOf(cfg *jupyter.Config) bridge.Snapshot {
-	var snap bridge.Snapshot
+	snap := bridge.Snapshot{Forbidden: cfg.Excluded}
 	for _, e := range cfg.Entries {
 		snap.Servers = append(snap.Servers, bridge.ServerSpec{
 			Name: e.Name, Transport: e.Transport,

@@ -1,0 +1,582 @@
+package statuspage
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+)
+
+var updateScreenshot = flag.Bool("update-screenshot", false, "write the README screenshot (screenshot.png) from the gas_box run")
+
+// chromiumPath is Debian's chromium, installed by .ci/run.
+const chromiumPath = "/usr/bin/chromium"
+
+// browserEnv is what the scenarios need: node, playwright-core and chromium.
+type browserEnv struct {
+	node, playwright string
+}
+
+// needBrowser finds node, playwright-core (.ci/node) and chromium. When one
+// is missing the test fails under CI=true and is skipped otherwise.
+func needBrowser(t *testing.T) browserEnv {
+	t.Helper()
+	missing := func(format string, args ...any) {
+		t.Helper()
+		msg := fmt.Sprintf(format, args...)
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s (.ci/run installs it)", msg)
+		}
+		t.Skipf("skipping the browser tests: %s (run .ci/run, or apt-get install chromium and npm ci --prefix .ci/node)", msg)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing("node is not on PATH")
+	}
+	pwDir, err := filepath.Abs(filepath.Join("..", "..", ".ci", "node", "node_modules", "playwright-core"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(pwDir, "package.json")); err != nil {
+		missing("playwright-core is not installed in .ci/node: %v", err)
+	}
+	if _, err := os.Stat(chromiumPath); err != nil {
+		missing("chromium is not installed: %v", err)
+	}
+	return browserEnv{node: node, playwright: pwDir}
+}
+
+// buildBridge builds the real megane-jupyter-bridge binary into dir.
+func buildBridge(t *testing.T, dir string) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	bin := filepath.Join(dir, "megane-jupyter-bridge")
+	cmd := exec.Command(goBin, "build", "-o", bin, "github.com/megane-labs/megane-jupyter-bridge/cmd/megane-jupyter-bridge")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runningBridge is a "serve --standalone" child process.
+type runningBridge struct {
+	addr, token string
+	stderr      *bytes.Buffer
+}
+
+func (b *runningBridge) pageURL(prefix string) string {
+	return "http://" + b.addr + prefix + "?token=" + b.token
+}
+
+// startBridge runs bin serve --standalone on a free port with the given
+// mcpServers entries, and stops it (SIGTERM, then SIGKILL) when t ends.
+func startBridge(t *testing.T, bin string, servers map[string]any) *runningBridge {
+	t.Helper()
+	dir := t.TempDir()
+	cfg, err := json.Marshal(map[string]any{"mcpServers": servers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serversFile := filepath.Join(dir, "servers.json")
+	readyFile := filepath.Join(dir, "ready")
+	if err := os.WriteFile(serversFile, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokenBytes := make([]byte, 16)
+	rand.Read(tokenBytes)
+	token := hex.EncodeToString(tokenBytes)
+	cmd := exec.Command(bin, "serve", "--standalone", "--port", "0", "--ready-file", readyFile,
+		"--token", token, "--servers", serversFile, "--log-level", "debug")
+	// Its own HOME and Jupyter data directory: the approval key goes there.
+	cmd.Env = append(os.Environ(), "HOME="+dir, "JUPYTER_DATA_DIR="+filepath.Join(dir, "data"), "XDG_DATA_HOME=")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Stdout = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("the bridge did not stop within 20 s of SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("bridge output:\n%s", stderr.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(readyFile); err == nil && strings.HasSuffix(string(b), "\n") {
+			return &runningBridge{addr: strings.TrimSpace(string(b)), token: token, stderr: &stderr}
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("the bridge exited before it was ready: %v\n%s", err, stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bridge was not ready within 30 s\n%s", stderr.String())
+		}
+	}
+}
+
+// scenario runs testdata/<name>.js with node and decodes the JSON object it
+// prints into out. Screenshots of each scenario go to $STATUSPAGE_SHOTS when
+// set (kept for inspection), else to a temporary directory.
+func scenario(t *testing.T, env browserEnv, name string, vars map[string]string, out any) {
+	t.Helper()
+	shots := os.Getenv("STATUSPAGE_SHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	} else if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	script, err := filepath.Abs(filepath.Join("testdata", name+".js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, env.node, script)
+	cmd.Env = append(os.Environ(), "PLAYWRIGHT_CORE="+env.playwright, "CHROMIUM="+chromiumPath, "SHOTS="+shots)
+	for k, v := range vars {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	last := lines[len(lines)-1]
+	var failure struct {
+		Error string `json:"error"`
+	}
+	_ = json.Unmarshal([]byte(last), &failure)
+	if runErr != nil || failure.Error != "" {
+		t.Fatalf("scenario %s failed: %v\n%s\nstdout:\n%s\nstderr:\n%s", name, runErr, failure.Error, stdout.String(), stderr.String())
+	}
+	if err := json.Unmarshal([]byte(last), out); err != nil {
+		t.Fatalf("scenario %s printed %q: %v", name, last, err)
+	}
+	t.Logf("scenario %s: screenshots in %s", name, shots)
+}
+
+// pageHealth is what every scenario reports about the page itself.
+type pageHealth struct {
+	ConsoleErrors []string `json:"consoleErrors"`
+	PageErrors    []string `json:"pageErrors"`
+}
+
+func (h pageHealth) check(t *testing.T) {
+	t.Helper()
+	if len(h.ConsoleErrors) > 0 || len(h.PageErrors) > 0 {
+		t.Errorf("the page logged errors (a script error, or a Content-Security-Policy refusal): console %q, page %q", h.ConsoleErrors, h.PageErrors)
+	}
+}
+
+// xssPayload is what the hostile test server puts in everything it names.
+const xssPayload = `<img src=x onerror="window.__pwned=1">`
+
+// testServers returns the servers the scenarios use: the demo tool server
+// (the real binary's demo-tools), a server that fails while starting, a
+// well-behaved bridgetest server, a hostile one, and an entry that is a
+// configuration problem.
+func testServers(t *testing.T, bin string) map[string]any {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := func(def map[string]any) json.RawMessage {
+		def["inputSchema"] = map[string]any{"type": "object"}
+		b, err := json.Marshal(def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	hostile := bridgetest.Mode{
+		Name: "evil " + xssPayload,
+		Tools: []json.RawMessage{
+			tool(map[string]any{
+				"name": "evil" + xssPayload, "title": "Title " + xssPayload,
+				"description": "Description " + xssPayload + " <b>bold</b>",
+				"icons":       []map[string]string{{"src": "javascript:window.__pwned=1"}, {"src": "http://127.0.0.1:9/x.png", "mimeType": "image/png"}},
+			}),
+			tool(map[string]any{"name": "iconic", "description": "A data: icon.", "icons": []map[string]string{{"src": svgIcon, "mimeType": "image/svg+xml"}}}),
+			tool(map[string]any{"name": "badicon", "description": "An icon of a type that is not an image.", "icons": []map[string]string{{"src": "data:text/html,<script>window.__pwned=1</script>"}}}),
+		},
+	}
+	modeJSON := strings.TrimPrefix(hostile.Env(), bridgetest.EnvVar+"=")
+	plain := strings.TrimPrefix(bridgetest.Mode{Name: "flaky"}.Env(), bridgetest.EnvVar+"=")
+	return map[string]any{
+		"demo-tools": map[string]any{"command": bin, "args": []string{"demo-tools"}},
+		"crashy": map[string]any{"command": "/bin/sh", "args": []string{"-c",
+			`echo "loading models (1 of 3)" >&2; sleep 3; echo "fatal: boom" >&2; exit 3`}},
+		"flaky": map[string]any{"command": self, "args": []string{"-test.run=^$"}, "env": map[string]string{bridgetest.EnvVar: plain}},
+		"evil":  map[string]any{"command": self, "args": []string{"-test.run=^$"}, "env": map[string]string{bridgetest.EnvVar: modeJSON}},
+		"bad":   map[string]any{"url": "http://tools.example.org/mcp"},
+	}
+}
+
+// svgIcon is a small data: icon (a blue disc).
+const svgIcon = "data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAxNiAxNiI+PGNpcmNsZSBjeD0iOCIgY3k9IjgiIHI9IjciIGZpbGw9IiMyZjZmZGUiLz48L3N2Zz4="
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// TestBrowser drives Debian's chromium through the status page of the real
+// bridge binary (serve --standalone) and its demo tool server.
+func TestBrowser(t *testing.T) {
+	env := needBrowser(t)
+	bin := buildBridge(t, t.TempDir())
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatalf("%s version: %v", bin, err)
+	}
+	version := regexp.MustCompile(`\d+\.\d+\.\d+\S*`).FindString(string(out))
+	if version == "" {
+		t.Fatalf("cannot find a version in %q", out)
+	}
+	servers := testServers(t, bin)
+	only := func(names ...string) map[string]any {
+		m := map[string]any{}
+		for _, n := range names {
+			m[n] = servers[n]
+		}
+		return m
+	}
+
+	t.Run("loads", func(t *testing.T) {
+		b := startBridge(t, bin, only("demo-tools", "crashy", "bad"))
+		type view struct {
+			Name, Version, Protocol, User, Socket string
+			Servers                               []struct{ Name, State, Text string }
+			Problems, Errors                      string
+		}
+		var res struct {
+			First, Second view
+			pageHealth
+		}
+		scenario(t, env, "load", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/"), "PAGE_URL2": b.pageURL("/builder-tools/")}, &res)
+		res.check(t)
+		for i, v := range []view{res.First, res.Second} {
+			if v.Name != "megane-jupyter-bridge" || v.Version != version || v.Protocol != "1" || v.Socket != "connected" {
+				t.Errorf("page %d shows name %q version %q protocol %q socket %q; want megane-jupyter-bridge %s, 1, connected", i, v.Name, v.Version, v.Protocol, v.Socket, version)
+			}
+			if v.User == "" || v.User == "?" {
+				t.Errorf("page %d shows no user", i)
+			}
+			var names []string
+			for _, s := range v.Servers {
+				names = append(names, s.Name)
+				if s.State != "stopped" {
+					t.Errorf("page %d: %s is %q before any connect", i, s.Name, s.State)
+				}
+			}
+			if strings.Join(names, ",") != "crashy,demo-tools" {
+				t.Errorf("page %d lists servers %q", i, names)
+			}
+			for _, s := range v.Servers {
+				if s.Name == "demo-tools" {
+					for _, want := range []string{bin + " demo-tools", "stdio", "sha256:", "servers.json", "0 tabs, 0 calls in flight"} {
+						if !strings.Contains(s.Text, want) {
+							t.Errorf("page %d: demo-tools card lacks %q:\n%s", i, want, s.Text)
+						}
+					}
+				}
+			}
+			if !strings.Contains(v.Problems, "url must use https") || !strings.Contains(v.Problems, "servers.json") || !strings.Contains(v.Problems, "server bad") {
+				t.Errorf("page %d: problems do not name the entry, its file and the reason:\n%s", i, v.Problems)
+			}
+		}
+	})
+
+	t.Run("confirmation", func(t *testing.T) {
+		b := startBridge(t, bin, only("demo-tools"))
+		type connectMsg struct {
+			ID          json.RawMessage `json:"id"`
+			Server      string          `json:"server"`
+			Fingerprint string          `json:"fingerprint"`
+			Confirmed   *bool           `json:"confirmed"`
+			Approval    string          `json:"approval"`
+		}
+		var res struct {
+			DialogText          string
+			ConnectsWhileAsking int
+			ConnectsAfterCancel int
+			First, Second       connectMsg
+			FirstReplyOK        bool
+			FirstReplyApproval  string
+			Stored              string
+			DialogsAfterReload  int
+			DialogOpen          bool
+			pageHealth
+		}
+		scenario(t, env, "confirm", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/"), "SERVER": "demo-tools"}, &res)
+		res.check(t)
+		if res.ConnectsWhileAsking != 0 || res.ConnectsAfterCancel != 0 {
+			t.Errorf("tools:connect sent before confirmation: %d while the dialog was open, %d after Cancel", res.ConnectsWhileAsking, res.ConnectsAfterCancel)
+		}
+		for _, want := range []string{bin + " demo-tools", "sha256:", "servers.json"} {
+			if !strings.Contains(res.DialogText, want) {
+				t.Errorf("the confirmation does not show %q:\n%s", want, res.DialogText)
+			}
+		}
+		if res.First.Confirmed == nil || !*res.First.Confirmed || res.First.Approval != "" || !strings.HasPrefix(res.First.Fingerprint, "sha256:") {
+			t.Errorf("first connect %+v: want confirmed: true with the fingerprint and no approval", res.First)
+		}
+		if !res.FirstReplyOK || res.FirstReplyApproval == "" {
+			t.Fatalf("first connect's reply: ok %v, approval %q", res.FirstReplyOK, res.FirstReplyApproval)
+		}
+		if res.Stored != res.FirstReplyApproval {
+			t.Errorf("localStorage holds %q for the fingerprint, want the reply's approval", res.Stored)
+		}
+		if res.DialogsAfterReload != 0 || res.DialogOpen {
+			t.Errorf("after a reload the dialog opened %d times (open now: %v)", res.DialogsAfterReload, res.DialogOpen)
+		}
+		if res.Second.Confirmed != nil || res.Second.Approval != res.FirstReplyApproval || res.Second.Fingerprint != res.First.Fingerprint {
+			t.Errorf("connect after reload %+v: want the stored approval and no confirmed", res.Second)
+		}
+	})
+
+	t.Run("gas_box", func(t *testing.T) {
+		b := startBridge(t, bin, only("demo-tools", "crashy", "bad"))
+		const count = 250
+		shot := filepath.Join(t.TempDir(), "screenshot.png")
+		if *updateScreenshot {
+			shot, _ = filepath.Abs("screenshot.png")
+		}
+		var res struct {
+			Prefilled      map[string]any
+			NewSeedVisible bool
+			Reseeded       map[string]any
+			ToolOptions    []struct {
+				Label   string
+				Options []string
+			}
+			CallSent struct {
+				Arguments map[string]any `json:"arguments"`
+			}
+			Seen []struct {
+				Value, Max float64
+				Message    string
+				Visible    bool
+			}
+			ProgressFrames int
+			Result         struct {
+				Outcome, Text, Legend    string
+				Summary                  map[string]string
+				FigureVisible            bool
+				CanvasColours            int
+				StatusHidden, RunEnabled bool
+			}
+			pageHealth
+		}
+		scenario(t, env, "run", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/"), "COUNT": strconv.Itoa(count), "SCREENSHOT": shot}, &res)
+		res.check(t)
+
+		// Pre-filled from defaults and first examples, with a fresh seed.
+		p := res.Prefilled
+		if p["element"] != 18.0 || p["count"] != 100.0 || p["density"] != 0.1 || p["minDistance"] != 0.0 || p["delayMs"] != 0.0 {
+			t.Errorf("pre-filled arguments %v: want element 18 and count 100 (examples), density 0.1, minDistance 0, delayMs 0 (defaults)", p)
+		}
+		if _, ok := p["box"]; ok {
+			t.Errorf("pre-filled a box length, which has neither default nor example: %v", p)
+		}
+		seed, ok := p["seed"].(float64)
+		if !ok || seed < 0 || seed != float64(int64(seed)) {
+			t.Errorf("seed %v: want a non-negative integer", p["seed"])
+		}
+		if !res.NewSeedVisible || res.Reseeded["seed"] == p["seed"] {
+			t.Errorf("New seed: visible %v, seed %v then %v", res.NewSeedVisible, p["seed"], res.Reseeded["seed"])
+		}
+		if len(res.ToolOptions) != 1 || res.ToolOptions[0].Label != "Builder: bulk" || len(res.ToolOptions[0].Options) != 2 {
+			t.Errorf("tool list %+v: want the two demo tools under Builder: bulk", res.ToolOptions)
+		}
+		if res.CallSent.Arguments["count"] != float64(count) || res.CallSent.Arguments["seed"] != 12345.0 {
+			t.Errorf("tools:call arguments %v", res.CallSent.Arguments)
+		}
+
+		// Progress was shown: the bar moved under the server's messages.
+		if res.ProgressFrames == 0 || len(res.Seen) == 0 {
+			t.Fatalf("no progress shown (%d progress frames, %d bar updates)", res.ProgressFrames, len(res.Seen))
+		}
+		msgRE := regexp.MustCompile(`^placed \d+ of ` + strconv.Itoa(count) + ` atoms$`)
+		moved := false
+		for _, s := range res.Seen {
+			if s.Max != count || !s.Visible || !msgRE.MatchString(s.Message) {
+				t.Errorf("progress shown %+v: want max %d and the server's message", s, count)
+				break
+			}
+			if s.Value > 0 && s.Value < count {
+				moved = true
+			}
+		}
+		if !moved {
+			t.Errorf("the bar never showed a partial value: %+v", res.Seen)
+		}
+
+		// The result summary.
+		r := res.Result
+		if r.Outcome != "ok" || r.Summary["Atoms"] != strconv.Itoa(count) || r.Summary["Bonds"] != "0" {
+			t.Errorf("result %+v: want ok, %d atoms, 0 bonds", r, count)
+		}
+		if !strings.Contains(r.Text, fmt.Sprintf("(%d atoms)", count)) || !strings.Contains(r.Summary["Cell"], "orthorhombic") {
+			t.Errorf("result text %q, cell %q", r.Text, r.Summary["Cell"])
+		}
+		if r.Summary["Warnings"] != "none" || !strings.Contains(r.Summary["Provenance"], "seed: 12345") || !strings.Contains(r.Summary["Provenance"], "demo-tools: "+version) {
+			t.Errorf("warnings %q, provenance %q", r.Summary["Warnings"], r.Summary["Provenance"])
+		}
+		if !r.FigureVisible || r.CanvasColours < 3 || r.Legend != fmt.Sprintf("Ar × %d", count) {
+			t.Errorf("picture: visible %v, %d colours, legend %q", r.FigureVisible, r.CanvasColours, r.Legend)
+		}
+		if !r.StatusHidden || !r.RunEnabled {
+			t.Errorf("after the call: progress hidden %v, Run enabled %v", r.StatusHidden, r.RunEnabled)
+		}
+		if *updateScreenshot {
+			t.Logf("wrote %s", shot)
+		}
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		b := startBridge(t, bin, only("demo-tools"))
+		type frame struct {
+			Type      string          `json:"type"`
+			ID        json.RawMessage `json:"id"`
+			OK        *bool           `json:"ok"`
+			Cancelled *bool           `json:"cancelled"`
+			Error     *struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		var res struct {
+			CallsDuring, Outcome, Message, AtomsAfter string
+			RunEnabled                                bool
+			ElapsedMs                                 float64
+			Call, Cancel, CallReply, CancelReply      *frame
+			pageHealth
+		}
+		scenario(t, env, "cancel", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/")}, &res)
+		res.check(t)
+		if !strings.Contains(res.CallsDuring, "1 call in flight") {
+			t.Errorf("while running, the card says:\n%s", res.CallsDuring)
+		}
+		if res.Cancel == nil || res.Call == nil || string(res.Cancel.ID) != string(res.Call.ID) {
+			t.Fatalf("tools:cancel %+v for call %+v: want the call's id", res.Cancel, res.Call)
+		}
+		if res.CallReply == nil || res.CallReply.Error == nil || res.CallReply.Error.Code != "cancelled" {
+			t.Errorf("the call's reply %+v: want error cancelled", res.CallReply)
+		}
+		if res.CancelReply == nil || res.CancelReply.Cancelled == nil || !*res.CancelReply.Cancelled {
+			t.Errorf("the cancel's reply %+v: want cancelled: true", res.CancelReply)
+		}
+		if res.Outcome != "cancelled" || !strings.Contains(res.Message, "Cancelled") || !res.RunEnabled {
+			t.Errorf("page after Cancel: outcome %q, message %q, Run enabled %v", res.Outcome, res.Message, res.RunEnabled)
+		}
+		// The call would have run for a minute; Cancel ended it long before.
+		if res.ElapsedMs > 30000 {
+			t.Errorf("the call ended %.0f ms after Cancel", res.ElapsedMs)
+		}
+		if res.AtomsAfter != "7" {
+			t.Errorf("the call after the cancel built %q atoms, want 7", res.AtomsAfter)
+		}
+	})
+
+	t.Run("crash", func(t *testing.T) {
+		b := startBridge(t, bin, only("crashy", "flaky"))
+		var res struct {
+			StartingText string
+			Failed       struct {
+				State, LastError string
+				ConnectButton    bool
+			}
+			Errors, CallOutcome, CallError, ErrorsAfter string
+			Closed                                      []struct{ Server, Message string }
+			ProgressDuringStart                         []string
+			pageHealth
+		}
+		scenario(t, env, "crash", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/")}, &res)
+		res.check(t)
+		if !strings.Contains(res.StartingText, "Starting… loading models (1 of 3)") {
+			t.Errorf("while starting, the card does not show the latest stderr line:\n%s", res.StartingText)
+		}
+		if res.Failed.State != "failed" || !strings.Contains(res.Failed.LastError, "exited with status 3") || !strings.Contains(res.Failed.LastError, "fatal: boom") || !res.Failed.ConnectButton {
+			t.Errorf("after the crash: %+v", res.Failed)
+		}
+		if !strings.Contains(res.Errors, "crashy: connect failed: server-failed") || !strings.Contains(res.Errors, "fatal: boom") {
+			t.Errorf("recent errors:\n%s", res.Errors)
+		}
+		if res.CallOutcome != "error" || !strings.Contains(res.CallError, "The server failed") {
+			t.Errorf("a call whose server exits: outcome %q, message %q", res.CallOutcome, res.CallError)
+		}
+		if len(res.Closed) != 1 || res.Closed[0].Server != "flaky" || !strings.Contains(res.ErrorsAfter, "flaky stopped: "+res.Closed[0].Message) {
+			t.Errorf("tools:closed %+v; recent errors:\n%s", res.Closed, res.ErrorsAfter)
+		}
+	})
+
+	t.Run("markup is text", func(t *testing.T) {
+		b := startBridge(t, bin, only("evil"))
+		var res struct {
+			Tools                                      []struct{ Value, Text string }
+			ToolInfo, CardText                         string
+			ImgsEvil, ImgsIconic, ImgsBadIcon, ImgsEnd []string
+			ErrOutcome, ErrText, Raw                   string
+			Pwned, PayloadVisible                      bool
+			pageHealth
+		}
+		scenario(t, env, "xss", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/"), "PAYLOAD": xssPayload}, &res)
+		res.check(t)
+		if res.Pwned {
+			t.Error("the payload's onerror handler ran")
+		}
+		if len(res.ImgsEvil) != 0 || len(res.ImgsBadIcon) != 0 || len(res.ImgsEnd) != 0 {
+			t.Errorf("<img> elements were created: evil tool %q, text/html icon %q, at the end %q", res.ImgsEvil, res.ImgsBadIcon, res.ImgsEnd)
+		}
+		if len(res.ImgsIconic) != 1 || res.ImgsIconic[0] != svgIcon {
+			t.Errorf("the data:image/svg+xml icon was not shown: %q", res.ImgsIconic)
+		}
+		for _, want := range []string{"Title " + xssPayload, "Description " + xssPayload + " <b>bold</b>", "evil" + xssPayload} {
+			if !strings.Contains(res.ToolInfo, want) {
+				t.Errorf("tool details do not show %q as text:\n%s", want, res.ToolInfo)
+			}
+		}
+		if !strings.Contains(res.CardText, "evil "+xssPayload+" "+bridgetest.Version) {
+			t.Errorf("the server card does not show serverInfo as text:\n%s", res.CardText)
+		}
+		if res.ErrOutcome != "tool-error" || !strings.Contains(res.ErrText, xssPayload) {
+			t.Errorf("tool error: outcome %q, text %q", res.ErrOutcome, res.ErrText)
+		}
+		if !strings.Contains(res.Raw, jsonString(xssPayload)) {
+			t.Errorf("the echoed result is not shown as text: %q", res.Raw)
+		}
+		if !res.PayloadVisible {
+			t.Error("the payload is not visible as text on the page")
+		}
+	})
+}
