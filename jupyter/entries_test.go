@@ -241,6 +241,9 @@ url = "http://example.org/mcp"
 	if got := a.FilterEnv([]string{"JUPYTER_TOKEN=x", "PATH=/bin", "CLOUD_A=b"}); len(got) != 1 || got[0] != "PATH=/bin" {
 		t.Errorf("FilterEnv = %q", got)
 	}
+	if reason := cfg.Excluded["mine"]; !strings.Contains(reason, user) || !strings.Contains(reason, "admin") {
+		t.Errorf("the excluded user server must be named with its file and why: %q", reason)
+	}
 	probs := problemsText(cfg.Problems)
 	toml := filepath.Join(s.dir, "etc", AdminFileName)
 	for _, want := range []string{
