@@ -1,8 +1,7 @@
 package auth
 
-// The integration harness: real Jupyter servers started as processes, a
-// bridge-like WebSocket server that calls a Gate exactly where the bridge
-// does, a reverse proxy that behaves like jupyter-server-proxy 4.4, and a
+// The integration harness: real Jupyter servers started as processes, the
+// real bridge served with the gate under test, a reverse proxy that behaves like jupyter-server-proxy 4.4, and a
 // client that reports what a page would see.
 
 import (
@@ -354,69 +353,53 @@ func loginCookie(t *testing.T, base, token string) string {
 	return cookie
 }
 
-// refusedMessage is the text frame the harness bridge sends before the
-// close frame of a refusal (the bridge change proposed in the report):
+// closingMessage is tools:closing, the message the bridge sends before
+// every close with a code other than 1000 (PROTOCOL.md, "Close codes"):
 // jupyter-server-proxy relays messages but not close codes.
-type refusedMessage struct {
+type closingMessage struct {
 	Type   string `json:"type"`
 	Code   int    `json:"code"`
 	Reason string `json:"reason"`
 }
 
-// newBridgeServer is a bridge-like server: GET {/,/megane/}builder-tools/ws
-// calls gate.Admit where the bridge does; an HTTP-status refusal answers the
-// upgrade with that status; any other refusal upgrades, sends a
-// tools:refused text frame and closes with the code; an admission sends
-// {"type":"admitted","user":...} and closes normally. It logs like the
-// bridge (the request URL and headers pass through the credential firewall).
+// newBridgeServer serves the real bridge (bridge.New) with gate, an empty
+// catalog and real confirmation receipts, logging to log (which must be
+// wrapped with NewRedactingHandler, as serve's newLogger does), at BaseURL
+// "/": it answers /megane/builder-tools/ws and /builder-tools/ws. The
+// cleanup closes the bridge (its tabs) and waits for every handler,
+// refusals included, to return.
 func newBridgeServer(t *testing.T, gate bridge.Gate, log *slog.Logger) *httptest.Server {
-	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+	key, err := LoadOrCreateKey(filepath.Join(t.TempDir(), "receipt.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := bridge.New(bridge.Options{
+		Gate:      gate,
+		Catalog:   bridge.StaticCatalog{},
+		Logger:    log,
+		Approvals: NewReceipts(key, ReceiptOptions{}),
+		BaseURL:   "/",
+	})
 	var wg handlerGroup
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/builder-tools/ws" && r.URL.Path != "/megane/builder-tools/ws" {
-			http.NotFound(w, r)
-			return
-		}
-		log.Info("upgrade request", "url", r.URL, "headers", r.Header, "remote", r.RemoteAddr)
-		adm, ref := gate.Admit(r.Context(), r)
-		if ref != nil && ref.HTTPStatus != 0 {
-			http.Error(w, ref.Reason, ref.HTTPStatus)
-			return
-		}
-		conn, err := up.Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
+		// Hijacked sockets outlive httptest.Server.Close: track the
+		// handler until the bridge is done with the socket.
 		if !wg.enter() {
+			http.Error(w, "the test is over", http.StatusServiceUnavailable)
 			return
 		}
 		defer wg.leave()
-		defer conn.Close()
-		if ref != nil {
-			msg, _ := json.Marshal(refusedMessage{Type: "tools:refused", Code: ref.CloseCode, Reason: ref.Reason})
-			conn.WriteMessage(websocket.TextMessage, msg)
-			conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(ref.CloseCode, ref.Reason[:min(len(ref.Reason), 123)]), time.Now().Add(time.Second))
-		} else {
-			msg, _ := json.Marshal(map[string]string{"type": "admitted", "user": adm.User})
-			conn.WriteMessage(websocket.TextMessage, msg)
-			conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
-		}
-		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-		for {
-			if _, _, err := conn.NextReader(); err != nil {
-				return
-			}
-		}
+		b.ServeHTTP(w, r)
 	}))
-	t.Cleanup(func() { srv.Close(); wg.wait() })
+	t.Cleanup(func() { b.Close(); srv.Close(); wg.wait() })
 	return srv
 }
 
 // seen is what a page observes on one connection attempt.
 type seen struct {
 	HTTPStatus int    // non-zero when the upgrade was refused
-	User       string // set when admitted
-	Refused    *refusedMessage
+	User       string // set when admitted: the user field of the tools:servers reply
+	Closing    *closingMessage
 	CloseCode  int // the close code the page saw (1005 none given, 1006 dropped)
 }
 
@@ -426,14 +409,17 @@ func (s seen) String() string {
 		return fmt.Sprintf("HTTP %d", s.HTTPStatus)
 	case s.User != "":
 		return fmt.Sprintf("admitted as %q, close %d", s.User, s.CloseCode)
-	case s.Refused != nil:
-		return fmt.Sprintf("refused message %d %q, close %d", s.Refused.Code, s.Refused.Reason, s.CloseCode)
+	case s.Closing != nil:
+		return fmt.Sprintf("tools:closing %d %q, close %d", s.Closing.Code, s.Closing.Reason, s.CloseCode)
 	}
 	return fmt.Sprintf("close %d", s.CloseCode)
 }
 
-// dial connects like a browser: rawURL is ws://..., host the Host header
-// (empty: from the URL), hdr the other headers.
+// dial connects like a browser (rawURL is ws://..., host the Host header,
+// empty: from the URL, hdr the other headers) and acts like a page: it asks
+// tools:servers at once. A reply means the socket was admitted (its user
+// field is the Admission's user) and the page then closes normally; a
+// refusal arrives as tools:closing and a close frame.
 func dial(t *testing.T, rawURL, host string, hdr http.Header) seen {
 	t.Helper()
 	h := hdr.Clone()
@@ -453,6 +439,9 @@ func dial(t *testing.T, rawURL, host string, hdr http.Header) seen {
 	}
 	defer conn.Close()
 	var out seen
+	// A refused socket may already be gone: the write error is not the
+	// verdict, what is read is.
+	_ = conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"tools:servers","id":1}`))
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	for {
 		_, data, err := conn.ReadMessage()
@@ -470,6 +459,8 @@ func dial(t *testing.T, rawURL, host string, hdr http.Header) seen {
 		}
 		var m struct {
 			Type   string `json:"type"`
+			ID     any    `json:"id"`
+			OK     bool   `json:"ok"`
 			User   string `json:"user"`
 			Code   int    `json:"code"`
 			Reason string `json:"reason"`
@@ -478,10 +469,16 @@ func dial(t *testing.T, rawURL, host string, hdr http.Header) seen {
 			t.Fatalf("bad frame %q", data)
 		}
 		switch m.Type {
-		case "admitted":
+		case "tools:servers":
+			if !m.OK || m.User == "" {
+				t.Fatalf("tools:servers reply without a user: %s", data)
+			}
 			out.User = m.User
-		case "tools:refused":
-			out.Refused = &refusedMessage{Type: m.Type, Code: m.Code, Reason: m.Reason}
+			conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(5*time.Second))
+		case "tools:closing":
+			out.Closing = &closingMessage{Type: m.Type, Code: m.Code, Reason: m.Reason}
+		default:
+			t.Fatalf("unexpected frame %s", data)
 		}
 	}
 }

@@ -23,11 +23,11 @@ type verdictCase struct {
 	reason    string // substring of the refusal reason
 }
 
-// topology is a parent server with a bridge-like server and the proxy in front.
+// topology is a parent server with the bridge and the proxy in front.
 type topology struct {
 	js     *jupyterServer
 	gate   *JupyterGate
-	bridge string // http URL of the bridge-like server
+	bridge string // http URL of the bridge
 	proxy  string // http URL of the proxy emulation
 	logs   *logCapture
 }
@@ -71,20 +71,20 @@ func (tp *topology) run(t *testing.T, cases []verdictCase) {
 }
 
 // checkSeen asserts the verdict a page observed. Through the proxy, a
-// refusal's code and reason arrive in the tools:refused message (the close
+// refusal's code and reason arrive in the tools:closing message (the close
 // frame's code does not survive jupyter-server-proxy: the page sees 1005);
 // directly they arrive in both.
 func checkSeen(t *testing.T, tc verdictCase, got seen) {
 	t.Helper()
 	switch {
 	case tc.admitUser != "":
-		if got.User != tc.admitUser || got.CloseCode != 1000 && got.CloseCode != 1005 {
+		if got.User != tc.admitUser || got.Closing != nil || got.CloseCode != 1000 && got.CloseCode != 1005 {
 			t.Fatalf("want admitted as %q, saw %s", tc.admitUser, got)
 		}
 	case tc.status != 0:
 		if tc.via == "proxy" {
 			// The proxy has already answered 101: an HTTP refusal is a drop.
-			if got.HTTPStatus != 0 || got.CloseCode != 1006 || got.Refused != nil {
+			if got.HTTPStatus != 0 || got.CloseCode != 1006 || got.Closing != nil || got.User != "" {
 				t.Fatalf("want a bare drop (1006) through the proxy, saw %s", got)
 			}
 			return
@@ -93,7 +93,7 @@ func checkSeen(t *testing.T, tc verdictCase, got seen) {
 			t.Fatalf("want HTTP %d, saw %s", tc.status, got)
 		}
 	default:
-		if got.Refused == nil || got.Refused.Code != tc.code || !strings.Contains(got.Refused.Reason, tc.reason) {
+		if got.User != "" || got.Closing == nil || got.Closing.Code != tc.code || !strings.Contains(got.Closing.Reason, tc.reason) {
 			t.Fatalf("want refusal %d ~%q, saw %s", tc.code, tc.reason, got)
 		}
 		wantClose := tc.code
