@@ -19,7 +19,32 @@ const (
 	traitServers = "mcp_servers"
 	sectionProxy = "ServerProxy"
 	traitProxy   = "servers"
+
+	sectionServer   = "ServerApp"
+	sectionNotebook = "NotebookApp"
+	traitOrigin     = "allow_origin"
+	traitOriginPat  = "allow_origin_pat"
 )
+
+// dictTraits are the dict-valued traits Load reads; stringTraits the
+// string-valued ones (Jupyter's Origin settings).
+var (
+	dictTraits   = [][2]string{{sectionTools, traitServers}, {sectionProxy, traitProxy}}
+	stringTraits = [][2]string{
+		{sectionServer, traitOrigin}, {sectionServer, traitOriginPat},
+		{sectionNotebook, traitOrigin}, {sectionNotebook, traitOriginPat},
+	}
+)
+
+// isStringTrait reports whether key ("Section.trait") is one of stringTraits.
+func isStringTrait(key string) bool {
+	for _, st := range stringTraits {
+		if st[0]+"."+st[1] == key {
+			return true
+		}
+	}
+	return false
+}
 
 // SettingsFile describes one configuration file (the same fields as
 // bridge.SettingsFile).
@@ -52,6 +77,19 @@ type Config struct {
 
 	// ServerProxy is the effective ServerProxy.servers, for doctor.
 	ServerProxy ProxyServers
+
+	// AllowOrigin and AllowOriginPat are the Jupyter server's
+	// ServerApp.allow_origin and ServerApp.allow_origin_pat as its
+	// configuration files set them (the highest-priority file that sets a
+	// trait wins, as in traitlets); "" when no file sets them. Settings given
+	// on the server's command line are not visible here. jupyter_server
+	// itself ignores NotebookApp.allow_origin(_pat); notebook_shim (installed
+	// with Notebook 7 and nbclassic) moves them onto ServerApp, where they
+	// win over ServerApp's own. So when the server's Python can import
+	// notebook_shim, a NotebookApp value replaces the ServerApp one here;
+	// otherwise a NotebookApp value is reported as a Problem and ignored.
+	AllowOrigin    string
+	AllowOriginPat string
 
 	watched []string // every file whose change means a re-load
 }
@@ -112,7 +150,8 @@ type cfgFile struct {
 type traitValue struct {
 	lazy    bool                       // .update() on the inherited value
 	members map[string]json.RawMessage // the dict, or the update
-	invalid string                     // why the value is not a dict ("" when it is)
+	str     string                     // a string trait's value
+	invalid string                     // why the value is not a dict (or string) ("" when it is)
 }
 
 func (l *loader) load(ctx context.Context) (*Config, error) {
@@ -205,7 +244,7 @@ func (l *loader) load(ctx context.Context) (*Config, error) {
 		var results map[string]pyResult
 		var evalErr error
 		if py != nil {
-			results, evalErr = evalPyFiles(ctx, e, py, pyFiles, [][2]string{{sectionTools, traitServers}, {sectionProxy, traitProxy}}, l.opts.pythonTimeout())
+			results, evalErr = evalPyFiles(ctx, e, py, pyFiles, append(append([][2]string{}, dictTraits...), stringTraits...), l.opts.pythonTimeout())
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -230,6 +269,9 @@ func (l *loader) load(ctx context.Context) (*Config, error) {
 			if bytes.Contains(text, []byte(sectionProxy)) {
 				cfg.ServerProxy.Unread = append(cfg.ServerProxy.Unread, p)
 			}
+			if bytes.Contains(text, []byte(traitOrigin)) {
+				cfg.Problems = append(cfg.Problems, Problem{File: p, Key: sectionServer + "." + traitOrigin, Message: fmt.Sprintf("%s: mentions %s but cannot be evaluated: %v; the bridge does not know Jupyter's allowed origins from it: pass --allow-origin, or make the Jupyter server's Python findable, e.g. with --python", p, traitOrigin, evalErr)})
+			}
 		}
 	}
 	cfg.Python = py
@@ -249,6 +291,8 @@ func (l *loader) load(ctx context.Context) (*Config, error) {
 		}
 		cfg.ServerProxy.Files = append(cfg.ServerProxy.Files, f.path)
 	}
+
+	cfg.originSettings(seq, values, py)
 
 	// MeganeBuilderTools.mcp_servers.
 	type member struct {
@@ -383,7 +427,43 @@ func settingsFile(path, level, root string) SettingsFile {
 	return sf
 }
 
-// readJSONConfig extracts the two traits from a JSON config file, as
+// originSettings sets AllowOrigin and AllowOriginPat from the files' values
+// (seq is lowest priority first) and reports unusable values.
+func (cfg *Config) originSettings(seq []cfgFile, values map[string]map[string]traitValue, py *Python) {
+	shim := py != nil && py.NotebookShim
+	effective := func(section, trait string) (val, file string, set bool) {
+		key := section + "." + trait
+		for _, f := range seq {
+			tv, ok := values[f.path][key]
+			if !ok {
+				continue
+			}
+			if tv.invalid != "" {
+				cfg.Problems = append(cfg.Problems, Problem{File: f.path, Key: key, Message: fmt.Sprintf("%s: %s must be a string, found %s; Jupyter does not start with it: fix it", f.path, key, tv.invalid)})
+				continue
+			}
+			val, file, set = tv.str, f.path, true
+		}
+		return val, file, set
+	}
+	for _, trait := range []string{traitOrigin, traitOriginPat} {
+		val, _, _ := effective(sectionServer, trait)
+		if nb, file, ok := effective(sectionNotebook, trait); ok {
+			if shim {
+				val = nb
+			} else {
+				cfg.Problems = append(cfg.Problems, Problem{File: file, Key: sectionNotebook + "." + trait, Message: fmt.Sprintf("%s: %s.%s is ignored: jupyter_server reads %s.%s (only notebook_shim, which this Jupyter does not have, moves NotebookApp settings); rename it", file, sectionNotebook, trait, sectionServer, trait)})
+			}
+		}
+		if trait == traitOrigin {
+			cfg.AllowOrigin = val
+		} else {
+			cfg.AllowOriginPat = val
+		}
+	}
+}
+
+// readJSONConfig extracts the traits Load reads from a JSON config file, as
 // traitlets' JSONFileConfigLoader reads it.
 func readJSONConfig(path string, data []byte) (map[string]traitValue, []Problem) {
 	out := map[string]traitValue{}
@@ -400,7 +480,7 @@ func readJSONConfig(path string, data []byte) (map[string]traitValue, []Problem)
 		return nil, []Problem{{File: path, Message: fmt.Sprintf("%s: %s; Jupyter ignores the whole file (and jupyter_server 1.x does not start at all with a broken jupyter_server_config.json): fix it", path, msg)}}
 	}
 	var probs []Problem
-	for _, st := range [][2]string{{sectionTools, traitServers}, {sectionProxy, traitProxy}} {
+	for _, st := range append(append([][2]string{}, dictTraits...), stringTraits...) {
 		raw, ok := top[st[0]]
 		if !ok {
 			continue
@@ -414,9 +494,25 @@ func readJSONConfig(path string, data []byte) (map[string]traitValue, []Problem)
 		if !ok {
 			continue
 		}
-		out[st[0]+"."+st[1]] = dictValue(v)
+		out[st[0]+"."+st[1]] = valueOf(st[0]+"."+st[1], v)
 	}
 	return out, probs
+}
+
+// valueOf is the traitValue of raw for the trait key.
+func valueOf(key string, raw json.RawMessage) traitValue {
+	if isStringTrait(key) {
+		return stringValue(raw)
+	}
+	return dictValue(raw)
+}
+
+func stringValue(v json.RawMessage) traitValue {
+	var s *string
+	if err := json.Unmarshal(v, &s); err != nil || s == nil {
+		return traitValue{invalid: jsonKind(v)}
+	}
+	return traitValue{str: *s}
 }
 
 func dictValue(v json.RawMessage) traitValue {
@@ -441,8 +537,14 @@ func pyValues(r pyResult) (map[string]traitValue, []Problem) {
 	for key, v := range r.Values {
 		switch v.Kind {
 		case "value":
-			out[key] = dictValue(v.Value)
+			out[key] = valueOf(key, v.Value)
 		case "lazy":
+			if isStringTrait(key) {
+				if len(v.Other) > 0 || len(dictValue(v.Update).members) > 0 {
+					probs = append(probs, Problem{File: r.File, Key: key, Message: fmt.Sprintf("%s: c.%s is a string: assign one", r.File, key)})
+				}
+				continue // only read, never set
+			}
 			if len(v.Other) > 0 {
 				probs = append(probs, Problem{File: r.File, Key: key, Message: fmt.Sprintf("%s: c.%s uses %s, which does not apply to a dict; assign a dict or use .update()", r.File, key, strings.Join(v.Other, ", "))})
 				continue

@@ -34,8 +34,9 @@ type Python struct {
 	Traitlets      string `json:"traitlets"`        // version; "" when not importable
 	JupyterCore    string `json:"jupyter_core"`
 	JupyterServer  string `json:"jupyter_server"`
-	ServerProxy    bool   `json:"server_proxy"` // jupyter_server_proxy is importable
-	EnvAuto        bool   `json:"env_auto"`     // jupyter_core ≥ 5 would prefer the env level
+	ServerProxy    bool   `json:"server_proxy"`  // jupyter_server_proxy is importable
+	NotebookShim   bool   `json:"notebook_shim"` // notebook_shim is importable (it moves NotebookApp settings onto ServerApp)
+	EnvAuto        bool   `json:"env_auto"`      // jupyter_core ≥ 5 would prefer the env level
 }
 
 // FindPython finds the Jupyter server's Python: opts.Python when set; else

@@ -17,6 +17,7 @@ out = {
     "jupyter_core": None,
     "jupyter_server": None,
     "server_proxy": False,
+    "notebook_shim": False,
     "env_auto": False,
 }
 try:
@@ -47,6 +48,7 @@ try:
         except Exception:
             out["jupyter_server"] = "unknown"
     out["server_proxy"] = importlib.util.find_spec("jupyter_server_proxy") is not None
+    out["notebook_shim"] = importlib.util.find_spec("notebook_shim") is not None
 except Exception:
     pass
 # jupyter_core >= 5 prefers the environment level over the user level inside
