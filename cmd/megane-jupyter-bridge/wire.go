@@ -32,6 +32,7 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 	w := &wiring{}
 	jopts := jupyter.Options{RootDir: c.rootDir, Python: c.python, Logger: log}
 	var gate bridge.Gate
+	var watcher *jupyter.Watcher // Jupyter's configuration, loaded once before the gate is built
 	if c.standalone {
 		w.mode = "standalone"
 	} else {
@@ -46,11 +47,17 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 		jo := auth.JupyterOptions{Logger: log}
 		if len(c.allowOrigins) > 0 {
 			jo.AllowOrigin = c.allowOrigins[0]
+		} else {
+			// Jupyter's own Origin settings, from its configuration files.
+			watcher = jupyter.NewWatcher(jopts)
+			cfg := watcher.Current(ctx)
+			jo.AllowOrigin, jo.AllowOriginPat = cfg.AllowOrigin, cfg.AllowOriginPat
 		}
 		gate = auth.NewJupyterGate(parent, jo)
-		log.Info("parent Jupyter server", "base", parent.Base.String(), "found_by", parent.Source, "owner", parent.Owner)
+		log.Info("parent Jupyter server", "base", parent.Base.String(), "found_by", parent.Source, "owner", parent.Owner,
+			"allow_origin", jo.AllowOrigin, "allow_origin_pat", jo.AllowOriginPat)
 	}
-	catalog, admin, err := newCatalog(ctx, c, jopts, log)
+	catalog, admin, err := newCatalog(ctx, c, jopts, watcher)
 	if err != nil {
 		return nil, err
 	}
@@ -69,9 +76,13 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 		StripEnv:          admin.StripEnv,
 	}
 	w.opts.Page = statuspage.Handler()
-	keyPath, err := jupyter.ReceiptKeyPath(os.Getenv)
-	if err != nil {
-		return nil, fmt.Errorf("cannot locate the approval key: %w", err)
+	keyPath := c.receiptKey
+	if keyPath == "" {
+		p, err := jupyter.ReceiptKeyPath(os.Getenv)
+		if err != nil {
+			return nil, fmt.Errorf("cannot locate the approval key: %w (or pass --receipt-key)", err)
+		}
+		keyPath = p
 	}
 	key, err := auth.LoadOrCreateKey(keyPath)
 	if err != nil {
@@ -111,8 +122,8 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 }
 
 // newCatalog returns the servers' source: the --servers file, or Jupyter's
-// configuration.
-func newCatalog(ctx context.Context, c *serveConfig, jopts jupyter.Options, log *slog.Logger) (bridge.Catalog, jupyter.AdminSettings, error) {
+// configuration through watcher (a new one for jopts when nil).
+func newCatalog(ctx context.Context, c *serveConfig, jopts jupyter.Options, watcher *jupyter.Watcher) (bridge.Catalog, jupyter.AdminSettings, error) {
 	if c.serversFile != "" {
 		cfg, err := jupyter.LoadServersFile(c.serversFile, jopts)
 		if err != nil {
@@ -120,7 +131,9 @@ func newCatalog(ctx context.Context, c *serveConfig, jopts jupyter.Options, log 
 		}
 		return bridge.StaticCatalog(snapshotOf(cfg)), cfg.Admin, nil
 	}
-	watcher := jupyter.NewWatcher(jopts)
+	if watcher == nil {
+		watcher = jupyter.NewWatcher(jopts)
+	}
 	cfg := watcher.Current(ctx)
 	return bridge.CatalogFunc(func(ctx context.Context) bridge.Snapshot {
 		return snapshotOf(watcher.Current(ctx))
