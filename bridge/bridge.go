@@ -300,7 +300,7 @@ func (b *Bridge) Close() error {
 	}
 	b.mu.Unlock()
 	for _, t := range tabs {
-		t.closeWith(CloseGoingAway, "the bridge is shutting down")
+		t.shutdown()
 	}
 	b.cancel()
 	b.wg.Wait()

@@ -74,6 +74,26 @@ func (t *tab) push(msg []byte) {
 	}
 }
 
+// shutdownFlush bounds how long a tab's queued messages are written when
+// the bridge shuts down, before the close frame.
+const shutdownFlush = 2 * time.Second
+
+// shutdown answers every connect and call in flight (server-failed: the
+// session ends with the bridge) and closes the tab with 1001; the write loop
+// sends those answers before the close frame.
+func (t *tab) shutdown() {
+	t.mu.Lock()
+	pend := make([]*pending, 0, len(t.pending))
+	for _, p := range t.pending {
+		pend = append(pend, p)
+	}
+	t.mu.Unlock()
+	for _, p := range pend {
+		p.cancel(CodeServerFailed, "the bridge is shutting down: run it again once the bridge is back")
+	}
+	t.closeWith(CloseGoingAway, "the bridge is shutting down")
+}
+
 // closeWith starts closing the tab with a close frame.
 func (t *tab) closeWith(code int, reason string) {
 	t.closeOnce.Do(func() {
@@ -150,8 +170,13 @@ func (t *tab) writeLoop() {
 	defer ping.Stop()
 	buf := make([]byte, 0, 64<<10)
 	frameLimit := int(t.b.opts.FrameLimit)
+	var flushBy time.Time // while flushing before a 1001 close: the deadline of the flush
 	writeFrame := func(p []byte) error {
-		_ = t.conn.SetWriteDeadline(time.Now().Add(t.b.opts.WriteTimeout))
+		d := time.Now().Add(t.b.opts.WriteTimeout)
+		if !flushBy.IsZero() {
+			d = flushBy
+		}
+		_ = t.conn.SetWriteDeadline(d)
 		return t.conn.WriteMessage(websocket.TextMessage, p)
 	}
 	for {
@@ -171,6 +196,29 @@ func (t *tab) writeLoop() {
 		case <-ping.C:
 			_ = t.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(t.b.opts.WriteTimeout))
 		case <-t.done:
+			if t.closeCode == CloseGoingAway {
+				// The bridge is shutting down: what is queued (the answers
+				// of the calls in flight, see shutdown) goes out before the
+				// close, within shutdownFlush.
+				flushBy = time.Now().Add(shutdownFlush)
+			flush:
+				for time.Now().Before(flushBy) {
+					select {
+					case msg := <-t.out:
+						var err error
+						if len(msg) <= frameLimit {
+							err = writeFrame(msg)
+						} else {
+							err = chunkFrames(msg, t.b.newToken("b"), frameLimit, buf, writeFrame)
+						}
+						if err != nil {
+							break flush
+						}
+					default:
+						break flush
+					}
+				}
+			}
 			if t.closeCode != CloseNormal {
 				writeClosing(t.conn, t.closeCode, t.closeText, time.Second)
 			} else {
