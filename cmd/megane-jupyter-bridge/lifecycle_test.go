@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+)
+
+// The lifecycle tests signal the program as a separate process (this test
+// binary re-executed as the program: run() under main's signal handling),
+// with a bridgetest tool server as its child, and check the outcome in
+// /proc, not through the bridge's own bookkeeping.
+
+// init serves a bridgetest tool server when this binary is started as one
+// (before TestMain: a tool server needs nothing else).
+func init() {
+	if os.Getenv(bridgetest.EnvVar) != "" && os.Getenv("MEGANE_BRIDGE_KEEPER") == "" {
+		if bridgetest.ServeFromEnv() {
+			os.Exit(0)
+		}
+	}
+}
+
+// bridgeProcess is the program running serve --standalone in a child.
+type bridgeProcess struct {
+	cmd    *exec.Cmd
+	addr   string
+	token  string
+	marker string // in the tool server's environment
+	stderr *lockedBuffer
+	exited chan struct{} // closed once cmd.Wait returned
+	err    error         // cmd.Wait's result, set before exited is closed
+}
+
+func startBridgeProcess(t *testing.T) *bridgeProcess {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var rb [6]byte
+	rand.Read(rb[:])
+	bp := &bridgeProcess{token: "lifecycle-token", marker: "lifecycle-" + hex.EncodeToString(rb[:]),
+		stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	mode, _ := json.Marshal(bridgetest.Mode{Name: "slow-tools"})
+	servers, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"slow-tools": map[string]any{"command": exe, "args": []string{"-test.run=^$"},
+			"env": map[string]string{bridgetest.EnvVar: string(mode), "MEGANE_FAULT_MARK": bp.marker}},
+	}})
+	serversFile := filepath.Join(dir, "servers.json")
+	ready := filepath.Join(dir, "ready")
+	if err := os.WriteFile(serversFile, servers, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bp.cmd = exec.Command(exe, "serve", "--standalone", "--port", "0", "--token", bp.token,
+		"--servers", serversFile, "--ready-file", ready)
+	bp.cmd.Env = append(os.Environ(), asProgramEnv+"=1",
+		"HOME="+filepath.Join(dir, "home"), "JUPYTER_CONFIG_DIR="+filepath.Join(dir, "config"),
+		"JUPYTER_DATA_DIR="+filepath.Join(dir, "data"), "JUPYTER_RUNTIME_DIR="+filepath.Join(dir, "runtime"),
+		"JUPYTER_CONFIG_PATH=", "GORACE=atexit_sleep_ms=0")
+	bp.cmd.Stderr = bp.stderr
+	bp.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := bp.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { bp.err = bp.cmd.Wait(); close(bp.exited) }()
+	t.Cleanup(func() {
+		syscall.Kill(-bp.cmd.Process.Pid, syscall.SIGKILL)
+		<-bp.exited
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(ready); err == nil && len(b) > 0 {
+			bp.addr = strings.TrimSpace(string(b))
+			return bp
+		}
+		select {
+		case <-bp.exited:
+			t.Fatalf("the bridge exited before it was ready: %v\n%s", bp.err, bp.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bridge did not get ready\n%s", bp.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// page connects a page to slow-tools and starts a long call with progress;
+// it returns once the call's first progress arrived.
+func (bp *bridgeProcess) pageWithCall(t *testing.T, ctx context.Context) *bridgetest.Page {
+	t.Helper()
+	p, _, err := bridgetest.Dial(ctx, "ws://"+bp.addr+"/megane/builder-tools/ws?token="+bp.token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	r, err := p.Request(ctx, map[string]any{"type": "tools:servers", "id": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var servers []struct{ Name, Fingerprint string }
+	json.Unmarshal(r.Fields["servers"], &servers)
+	if len(servers) != 1 {
+		t.Fatalf("servers: %s", r)
+	}
+	r, err = p.Request(ctx, map[string]any{"type": "tools:connect", "id": 2, "server": "slow-tools",
+		"fingerprint": servers[0].Fingerprint, "confirmed": true})
+	if err != nil || r.OK == nil || !*r.OK {
+		t.Fatalf("connect: %v %s\n%s", err, r, bp.stderr)
+	}
+	p.Send(map[string]any{"type": "tools:call", "id": 3, "server": "slow-tools", "tool": "slow",
+		"arguments": map[string]any{"steps": 100000, "intervalMs": 20, "tag": "long"}})
+	if _, err := p.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:progress" }); err != nil {
+		t.Fatal(err)
+	}
+	if len(markedProcs(bp.marker)) == 0 {
+		t.Fatal("no tool server process found in /proc")
+	}
+	return p
+}
+
+// markedProcs lists the processes whose environment carries marker.
+func markedProcs(marker string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var found []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if bytes.Contains(env, []byte("MEGANE_FAULT_MARK="+marker+"\x00")) {
+			stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			found = append(found, fmt.Sprintf("%s %.60s", e.Name(), stat))
+		}
+	}
+	return found
+}
+
+func waitNoneMarked(t *testing.T, marker string, bound time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		left := markedProcs(marker)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tool server processes left %s after the bridge ended: %v", bound, left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLifecycleSIGTERM: SIGTERM to the bridge with a call in flight. The
+// call is answered, the page gets a close, the tool server is stopped, and
+// the bridge exits with status 0 within 10 s.
+func TestLifecycleSIGTERM(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	bp := startBridgeProcess(t)
+	p := bp.pageWithCall(t, ctx)
+	start := time.Now()
+	if err := bp.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-bp.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the bridge did not exit within 10 s of SIGTERM\n%s", bp.stderr)
+	}
+	t.Logf("exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+	if bp.err != nil {
+		t.Errorf("exit after SIGTERM: %v (want status 0)\n%s", bp.err, bp.stderr)
+	}
+	<-p.Done()
+	var answered *bridgetest.Msg
+	for _, m := range p.All() {
+		if m.Type == "tools:call" && string(m.ID) == "3" {
+			answered = m
+		}
+	}
+	if answered == nil || answered.Error == nil || answered.Error.Message == "" {
+		t.Errorf("the call in flight was not answered before the bridge went away (socket: %v)", p.Err())
+	} else {
+		t.Logf("the call was answered %s: %s", answered.Error.Code, answered.Error.Message)
+	}
+	if ce := p.CloseError(); ce == nil || ce.Code != 1001 {
+		t.Errorf("want close 1001 (going away), got %v", p.Err())
+	}
+	waitNoneMarked(t, bp.marker, 5*time.Second)
+}
+
+// TestLifecycleSIGKILL: SIGKILL to the bridge. No tool server process
+// survives it (the keeper sees its lifeline close and kills the group).
+func TestLifecycleSIGKILL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	bp := startBridgeProcess(t)
+	bp.pageWithCall(t, ctx)
+	if err := bp.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-bp.exited
+	waitNoneMarked(t, bp.marker, 10*time.Second)
+}
