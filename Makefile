@@ -46,7 +46,10 @@ fuzz-short fuzz:
 
 fuzz: FUZZTIME = 2m
 
+# The comparison table (bridge vs. a direct go-sdk client vs. supergateway;
+# README "Performance"), then the Go benchmarks (BenchmarkLoad: 50 tabs x 200 calls).
 bench:
+	$(GO) run ./cmd/internal/benchharness
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 -timeout 30m ./...
 
 clean:

@@ -1,0 +1,31 @@
+package bridge_test
+
+import (
+	"testing"
+	"time"
+)
+
+// BenchmarkLoad runs the full load of TestLoad (50 tabs × 200 calls, 3
+// progress notifications each) over one shared session, checks every
+// result and progress notification, and reports calls per second and the
+// heap's peak growth. `make bench` runs it.
+func BenchmarkLoad(b *testing.B) {
+	servers := loadServers(b, 1)
+	h := newHarness(b, loadOptions(), servers...)
+	ctx := testCtx(b, 10*time.Minute)
+	ls := loadSpec{tabs: 50, calls: 200, window: 4, steps: 3, servers: 1}
+	var calls float64
+	var elapsed time.Duration
+	var grown uint64
+	for b.Loop() {
+		res := runLoad(b, ctx, h.wsURL, servers, ls)
+		for _, p := range res.problems {
+			b.Error(p)
+		}
+		calls += float64(res.calls)
+		elapsed += res.elapsed
+		grown = max(grown, res.heapPeak-min(res.heapPeak, res.heapBase))
+	}
+	b.ReportMetric(calls/elapsed.Seconds(), "calls/s")
+	b.ReportMetric(float64(grown)/(1<<20), "heap-MiB")
+}

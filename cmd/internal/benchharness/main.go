@@ -1,0 +1,669 @@
+// Command benchharness measures the bridge against a direct MCP client and
+// against supergateway, in one run, and prints one markdown table
+// (`make bench` runs it). It is a development tool: it builds and starts the
+// real megane-jupyter-bridge binary, serves the bridgetest tool server
+// itself (it re-executes itself with BRIDGETEST_SERVER set), and talks only
+// to loopback addresses.
+//
+// It never changes anything outside its temporary directory and never
+// takes part in the bridge's own operation.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func main() {
+	if bridgetest.ServeFromEnv() {
+		os.Exit(0)
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "benchharness:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	bridgeBin    string
+	supergateway string
+	atoms        int
+	runs         int
+	smallCalls   int // sequential calls at 1 tab
+	tabs         int // concurrent tabs
+	tabCalls     int // calls per tab at tabs
+	idle         int // idle sockets
+	dir          string
+	exe          string
+}
+
+func run() error {
+	var c config
+	flag.StringVar(&c.bridgeBin, "bridge", "", "the megane-jupyter-bridge binary (default: go build it)")
+	flag.StringVar(&c.supergateway, "supergateway", ".ci/node/node_modules/supergateway/dist/index.js", "supergateway's entry point; empty skips it")
+	flag.IntVar(&c.atoms, "atoms", 500000, "atoms in the large result")
+	flag.IntVar(&c.runs, "runs", 3, "runs of each large-payload measurement (the median is shown)")
+	flag.IntVar(&c.smallCalls, "small", 2000, "small calls at 1 tab")
+	flag.IntVar(&c.tabs, "tabs", 50, "concurrent tabs for the small-call latency")
+	flag.IntVar(&c.tabCalls, "tab-calls", 100, "small calls per tab at -tabs")
+	flag.IntVar(&c.idle, "idle", 1000, "idle sockets")
+	flag.Parse()
+	var err error
+	if c.exe, err = os.Executable(); err != nil {
+		return err
+	}
+	if c.dir, err = os.MkdirTemp("", "benchharness-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(c.dir)
+	if c.bridgeBin == "" {
+		c.bridgeBin = filepath.Join(c.dir, "megane-jupyter-bridge")
+		build := exec.Command("go", "build", "-o", c.bridgeBin, "./cmd/megane-jupyter-bridge")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("go build the bridge (run from the repository root): %w", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	var rows []row
+
+	// 1, 4: the large result, on a fresh bridge (its VmHWM is this run's).
+	direct, err := c.largeDirect(ctx)
+	if err != nil {
+		return fmt.Errorf("direct large call: %w", err)
+	}
+	br, err := c.startBridge(ctx)
+	if err != nil {
+		return err
+	}
+	bridged, size, err := c.largeBridged(ctx, br)
+	if err != nil {
+		br.stop()
+		return fmt.Errorf("bridged large call: %w", err)
+	}
+	hwm := br.status("VmHWM")
+	rows = append(rows,
+		row{"1. 500k-atom result, direct go-sdk client (stdio)", ms(direct), "", ""},
+		row{"1. same through the bridge (WebSocket → bridge → stdio)", ms(bridged),
+			fmt.Sprintf("%.2f × direct", bridged.Seconds()/direct.Seconds()), verdict(bridged.Seconds() <= 1.15*direct.Seconds(), "≤ 1.15 × direct")},
+	)
+	if c.supergateway != "" {
+		sg, err := c.largeSupergateway(ctx)
+		if err != nil {
+			rows = append(rows, row{"2. same through supergateway (WebSocket → node → stdio)", "failed: " + oneLine(err.Error()), "", ""})
+		} else {
+			rows = append(rows, row{"2. same through supergateway (WebSocket → node → stdio)", ms(sg),
+				fmt.Sprintf("bridge is %.2f × faster", sg.Seconds()/bridged.Seconds()), verdict(bridged < sg, "bridge faster")})
+		}
+	}
+	rows = append(rows, row{"4. bridge peak RSS (VmHWM) during 1", mib(hwm),
+		fmt.Sprintf("%.2f × the %.1f MB payload", float64(hwm)/float64(size), float64(size)/1e6), verdict(float64(hwm) <= 2.5*float64(size), "≤ 2.5 × payload")})
+
+	// 3: small calls.
+	for _, tabs := range []int{1, c.tabs} {
+		calls := c.smallCalls
+		if tabs > 1 {
+			calls = c.tabCalls
+		}
+		d, err := c.smallDirect(ctx, tabs, calls)
+		if err != nil {
+			br.stop()
+			return fmt.Errorf("direct small calls: %w", err)
+		}
+		b, err := c.smallBridged(ctx, br, tabs, calls)
+		if err != nil {
+			br.stop()
+			return fmt.Errorf("bridged small calls: %w", err)
+		}
+		add50, add99 := pct(b, 50)-pct(d, 50), pct(b, 99)-pct(d, 99)
+		rows = append(rows, row{fmt.Sprintf("3. small call latency, %d tab(s) × %d calls: direct p50 / p99", tabs, calls),
+			fmt.Sprintf("%s / %s", us(pct(d, 50)), us(pct(d, 99))), "", ""})
+		rows = append(rows, row{fmt.Sprintf("3. same through the bridge: p50 / p99 (added)"),
+			fmt.Sprintf("%s / %s", us(pct(b, 50)), us(pct(b, 99))),
+			fmt.Sprintf("+%s / +%s", us(add50), us(add99)), verdict(add50 <= 300*time.Microsecond, "p50 ≤ +0.3 ms")})
+	}
+	br.stop()
+
+	// 5: idle sockets, on a fresh bridge.
+	br, err = c.startBridge(ctx)
+	if err != nil {
+		return err
+	}
+	perTab, err := c.idleSockets(ctx, br)
+	br.stop()
+	if err != nil {
+		return fmt.Errorf("idle sockets: %w", err)
+	}
+	rows = append(rows, row{fmt.Sprintf("5. bridge memory per idle tab (%d sockets, RSS)", c.idle),
+		fmt.Sprintf("%.1f KiB", perTab/1024), "", verdict(perTab <= 64*1024, "≤ 64 KiB")})
+
+	fmt.Printf("megane-jupyter-bridge benchmarks (%s, %s/%s, %d CPUs, %s)\n\n", time.Now().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel())
+	fmt.Println("| measurement | result | comparison | target |")
+	fmt.Println("|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Printf("| %s | %s | %s | %s |\n", r.what, r.value, r.compare, r.target)
+	}
+	return nil
+}
+
+type row struct{ what, value, compare, target string }
+
+func verdict(ok bool, target string) string {
+	if ok {
+		return target + ": met"
+	}
+	return target + ": **missed**"
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/1e6) }
+func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/1e3) }
+func mib(b int64) string        { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+func median(ds []time.Duration) time.Duration {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2]
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (len(s)*p + 99) / 100
+	return s[max(0, min(len(s)-1, i-1))]
+}
+
+// toolServerEnv is the environment entry that makes this binary the tool
+// server.
+func toolServerEnv() string { return bridgetest.Mode{Name: "bench"}.Env() }
+
+func (c *config) atomsArgs(tag string) map[string]any {
+	return map[string]any{"n": c.atoms, "seed": 1, "tag": tag}
+}
+
+// ---- direct go-sdk client ----
+
+// directSession starts the tool server and connects a go-sdk client to it
+// over stdio, with no line length cap (go-sdk's CommandTransport caps a
+// message at 16 MiB).
+func (c *config) directSession(ctx context.Context) (*mcp.ClientSession, func(), error) {
+	cmd := exec.Command(c.exe)
+	cmd.Env = append(os.Environ(), toolServerEnv())
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "benchharness", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: stdin, MaxLineLength: -1}, nil)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, nil, err
+	}
+	return cs, func() { cs.Close(); cmd.Wait() }, nil
+}
+
+func (c *config) largeDirect(ctx context.Context) (time.Duration, error) {
+	cs, done, err := c.directSession(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	var ds []time.Duration
+	for i := 0; i < c.runs; i++ {
+		start := time.Now()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "atoms", Arguments: c.atomsArgs("direct")})
+		if err != nil {
+			return 0, err
+		}
+		if res.IsError || res.StructuredContent == nil {
+			return 0, errors.New("atoms failed")
+		}
+		ds = append(ds, time.Since(start))
+	}
+	return median(ds), nil
+}
+
+func (c *config) smallDirect(ctx context.Context, tabs, calls int) ([]time.Duration, error) {
+	cs, done, err := c.directSession(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	// Warm up.
+	for i := 0; i < 50; i++ {
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"i": i}}); err != nil {
+			return nil, err
+		}
+	}
+	return concurrently(tabs, calls, func(tab, i int) error {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"tab": tab, "i": i}})
+		return err
+	})
+}
+
+// concurrently runs f(tab, i) for calls calls on each of tabs goroutines and
+// returns every call's duration.
+func concurrently(tabs, calls int, f func(tab, i int) error) ([]time.Duration, error) {
+	var mu sync.Mutex
+	var all []time.Duration
+	var firstErr error
+	var wg sync.WaitGroup
+	for tab := 0; tab < tabs; tab++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ds := make([]time.Duration, 0, calls)
+			for i := 0; i < calls; i++ {
+				start := time.Now()
+				if err := f(tab, i); err != nil {
+					mu.Lock()
+					firstErr = cmpErr(firstErr, err)
+					mu.Unlock()
+					return
+				}
+				ds = append(ds, time.Since(start))
+			}
+			mu.Lock()
+			all = append(all, ds...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return all, firstErr
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// ---- the bridge, as its own process ----
+
+type bridgeProc struct {
+	cmd         *exec.Cmd
+	addr, token string
+	fingerprint string
+	done        chan struct{}
+}
+
+func (c *config) startBridge(ctx context.Context) (*bridgeProc, error) {
+	dir, err := os.MkdirTemp(c.dir, "bridge-")
+	if err != nil {
+		return nil, err
+	}
+	mode := strings.TrimPrefix(toolServerEnv(), bridgetest.EnvVar+"=")
+	servers, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"bench": map[string]any{"command": c.exe, "env": map[string]string{bridgetest.EnvVar: mode}}}})
+	file := filepath.Join(dir, "servers.json")
+	ready := filepath.Join(dir, "ready")
+	if err := os.WriteFile(file, servers, 0o600); err != nil {
+		return nil, err
+	}
+	b := &bridgeProc{token: "bench-token", done: make(chan struct{})}
+	b.cmd = exec.Command(c.bridgeBin, "serve", "--standalone", "--port", "0", "--token", b.token,
+		"--servers", file, "--ready-file", ready, "--log-level", "warn")
+	b.cmd.Env = append(os.Environ(), "HOME="+filepath.Join(dir, "home"), "JUPYTER_CONFIG_DIR="+filepath.Join(dir, "cfg"),
+		"JUPYTER_DATA_DIR="+filepath.Join(dir, "data"), "JUPYTER_RUNTIME_DIR="+filepath.Join(dir, "rt"), "JUPYTER_CONFIG_PATH=")
+	b.cmd.Stderr = os.Stderr
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := b.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { b.cmd.Wait(); close(b.done) }()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if data, err := os.ReadFile(ready); err == nil && len(data) > 0 {
+			b.addr = strings.TrimSpace(string(data))
+			break
+		}
+		select {
+		case <-b.done:
+			return nil, errors.New("the bridge exited at start")
+		default:
+		}
+		if time.Now().After(deadline) {
+			b.stop()
+			return nil, errors.New("the bridge did not get ready")
+		}
+	}
+	p, err := b.dial(ctx)
+	if err != nil {
+		b.stop()
+		return nil, err
+	}
+	defer p.close()
+	r, err := p.request(map[string]any{"type": "tools:servers", "id": 1})
+	if err != nil {
+		b.stop()
+		return nil, err
+	}
+	var reply struct {
+		Servers []struct{ Fingerprint string }
+	}
+	json.Unmarshal(r, &reply)
+	if len(reply.Servers) != 1 {
+		b.stop()
+		return nil, fmt.Errorf("tools:servers: %.300s", r)
+	}
+	b.fingerprint = reply.Servers[0].Fingerprint
+	return b, nil
+}
+
+func (b *bridgeProc) stop() {
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-b.done:
+	case <-time.After(15 * time.Second):
+		syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+		<-b.done
+	}
+}
+
+// status reads a "VmXXX: N kB" field of the bridge's /proc status, in bytes.
+func (b *bridgeProc) status(field string) int64 {
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", b.cmd.Process.Pid))
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n << 10
+		}
+	}
+	return 0
+}
+
+// page is a minimal synchronous page: one request at a time, chunks
+// reassembled.
+type page struct {
+	conn *websocket.Conn
+	next int
+}
+
+func (b *bridgeProc) dial(ctx context.Context) (*page, error) {
+	d := websocket.Dialer{ReadBufferSize: 64 << 10, WriteBufferSize: 16 << 10}
+	conn, _, err := d.DialContext(ctx, "ws://"+b.addr+"/megane/builder-tools/ws?token="+b.token, nil)
+	if err != nil {
+		return nil, err
+	}
+	conn.SetReadLimit(-1)
+	return &page{conn: conn}, nil
+}
+
+func (p *page) close() {
+	p.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+	p.conn.Close()
+}
+
+// request sends v and returns the text of the reply with the same id (a
+// progress message is skipped), reassembling chunks as a page does.
+func (p *page) request(v map[string]any) ([]byte, error) {
+	p.next++
+	v["id"] = p.next
+	want := strconv.Itoa(p.next)
+	b, _ := json.Marshal(v)
+	if err := p.conn.WriteMessage(websocket.TextMessage, b); err != nil {
+		return nil, err
+	}
+	var whole []byte
+	for {
+		_, frame, err := p.conn.ReadMessage()
+		if err != nil {
+			return nil, err
+		}
+		var head struct {
+			Type  string          `json:"type"`
+			ID    json.RawMessage `json:"id"`
+			OK    *bool           `json:"ok"`
+			Seq   int             `json:"seq"`
+			Count int             `json:"count"`
+			Data  *string         `json:"data"`
+		}
+		if len(frame) > 1<<16 || strings.Contains(string(frame[:min(len(frame), 40)]), `"tools:chunk"`) {
+			if err := json.Unmarshal(frame, &head); err != nil {
+				return nil, err
+			}
+		} else if err := json.Unmarshal(frame, &head); err != nil {
+			return nil, err
+		}
+		if head.Type == "tools:chunk" && head.Data != nil {
+			whole = append(whole, *head.Data...)
+			if head.Seq+1 < head.Count {
+				continue
+			}
+			frame, whole = whole, nil
+			head.OK = nil
+			var inner struct {
+				ID json.RawMessage `json:"id"`
+				OK *bool           `json:"ok"`
+			}
+			if err := json.Unmarshal(frame, &inner); err != nil {
+				return nil, err
+			}
+			head.ID, head.OK = inner.ID, inner.OK
+		}
+		if head.OK != nil && string(head.ID) == want {
+			if !*head.OK {
+				return nil, fmt.Errorf("%.300s", frame)
+			}
+			return frame, nil
+		}
+	}
+}
+
+func (p *page) connect(b *bridgeProc) error {
+	_, err := p.request(map[string]any{"type": "tools:connect", "server": "bench", "fingerprint": b.fingerprint, "confirmed": true})
+	return err
+}
+
+func (c *config) largeBridged(ctx context.Context, b *bridgeProc) (time.Duration, int64, error) {
+	p, err := b.dial(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer p.close()
+	if err := p.connect(b); err != nil {
+		return 0, 0, err
+	}
+	var ds []time.Duration
+	var size int64
+	for i := 0; i < c.runs; i++ {
+		start := time.Now()
+		r, err := p.request(map[string]any{"type": "tools:call", "server": "bench", "tool": "atoms", "arguments": c.atomsArgs("bridged")})
+		if err != nil {
+			return 0, 0, err
+		}
+		var reply struct {
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal(r, &reply); err != nil || len(reply.Result) == 0 {
+			return 0, 0, fmt.Errorf("reply: %v", err)
+		}
+		ds = append(ds, time.Since(start))
+		size = int64(len(reply.Result))
+	}
+	return median(ds), size, nil
+}
+
+func (c *config) smallBridged(ctx context.Context, b *bridgeProc, tabs, calls int) ([]time.Duration, error) {
+	pages := make([]*page, tabs)
+	for i := range pages {
+		p, err := b.dial(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer p.close()
+		if err := p.connect(b); err != nil {
+			return nil, err
+		}
+		pages[i] = p
+	}
+	for i := 0; i < 50; i++ {
+		if _, err := pages[0].request(map[string]any{"type": "tools:call", "server": "bench", "tool": "echo", "arguments": map[string]any{"i": i}}); err != nil {
+			return nil, err
+		}
+	}
+	return concurrently(tabs, calls, func(tab, i int) error {
+		_, err := pages[tab].request(map[string]any{"type": "tools:call", "server": "bench", "tool": "echo", "arguments": map[string]any{"tab": tab, "i": i}})
+		return err
+	})
+}
+
+func (c *config) idleSockets(ctx context.Context, b *bridgeProc) (float64, error) {
+	settle := func() int64 {
+		time.Sleep(2 * time.Second) // let the runtime return freed memory
+		return b.status("VmRSS")
+	}
+	// One tab first, so that what every bridge pays once is in the baseline.
+	first, err := b.dial(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer first.close()
+	if _, err := first.request(map[string]any{"type": "tools:servers"}); err != nil {
+		return 0, err
+	}
+	before := settle()
+	var pages []*page
+	defer func() {
+		for _, p := range pages {
+			p.conn.Close()
+		}
+	}()
+	for i := 0; i < c.idle; i++ {
+		p, err := b.dial(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("socket %d: %w", i, err)
+		}
+		pages = append(pages, p)
+	}
+	// Each socket has been served once (a request answered), then sits idle.
+	for _, p := range pages {
+		if _, err := p.request(map[string]any{"type": "tools:servers"}); err != nil {
+			return 0, err
+		}
+	}
+	after := settle()
+	return float64(after-before) / float64(c.idle), nil
+}
+
+// ---- supergateway ----
+
+func (c *config) largeSupergateway(ctx context.Context) (time.Duration, error) {
+	if _, err := os.Stat(c.supergateway); err != nil {
+		return 0, fmt.Errorf("supergateway is not installed at %s (npm ci --prefix .ci/node)", c.supergateway)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command("node", c.supergateway, "--stdio", c.exe, "--outputTransport", "ws",
+		"--port", strconv.Itoa(port), "--messagePath", "/message", "--logLevel", "none")
+	cmd.Env = append(os.Environ(), toolServerEnv())
+	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() }()
+	var conn *websocket.Conn
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		d := websocket.Dialer{ReadBufferSize: 64 << 10}
+		conn, _, err = d.DialContext(ctx, fmt.Sprintf("ws://127.0.0.1:%d/message", port), nil)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("supergateway did not listen: %w", err)
+		}
+	}
+	defer conn.Close()
+	conn.SetReadLimit(-1)
+	rpc := func(id int, method string, params any) ([]byte, error) {
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+		if err := conn.WriteMessage(websocket.TextMessage, b); err != nil {
+			return nil, err
+		}
+		for {
+			_, data, err := conn.ReadMessage()
+			if err != nil {
+				return nil, err
+			}
+			var m struct {
+				ID     json.RawMessage `json:"id"`
+				Result json.RawMessage `json:"result"`
+				Error  json.RawMessage `json:"error"`
+			}
+			if err := json.Unmarshal(data, &m); err != nil {
+				return nil, err
+			}
+			if string(m.ID) == strconv.Itoa(id) {
+				if m.Error != nil {
+					return nil, fmt.Errorf("%s", m.Error)
+				}
+				return m.Result, nil
+			}
+		}
+	}
+	if _, err := rpc(1, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "benchharness", "version": "1"}}); err != nil {
+		return 0, err
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	conn.WriteMessage(websocket.TextMessage, b)
+	var ds []time.Duration
+	for i := 0; i < c.runs; i++ {
+		start := time.Now()
+		if _, err := rpc(10+i, "tools/call", map[string]any{"name": "atoms", "arguments": c.atomsArgs("supergateway")}); err != nil {
+			return 0, err
+		}
+		ds = append(ds, time.Since(start))
+	}
+	return median(ds), nil
+}
