@@ -204,7 +204,7 @@ func TestDoctor(t *testing.T) {
 			"jupyter_server_config.d/megane.json sets ServerProxy, but Jupyter reads only",
 			`server "insecure": url must use https unless the host is loopback`,
 			"error:   server failing: initialize failed after ",
-			"stderr: starting | fatal: license file /opt/x.lic not found",
+			"failing exited with status 3: fatal: license file /opt/x.lic not found",
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("doctor output lacks %q:\n%s", want, out)

@@ -9,17 +9,16 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 )
 
@@ -224,35 +223,28 @@ func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e jupyter.E
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "megane-jupyter-bridge-doctor", Version: version}, nil)
 	var transport mcp.Transport
-	var stderrTail tail
-	var cmd *exec.Cmd
+	var stdio *bridge.StdioTransport
 	switch e.Transport {
 	case jupyter.TransportStdio:
-		cmd = exec.Command(e.Command, e.Args...)
+		// The bridge's own transport: junk on stdout is skipped, the whole
+		// process group is stopped, and errors read as they do in the bridge.
 		env := cfg.Admin.FilterEnv(os.Environ())
 		for _, k := range names(e.Env) {
 			env = append(env, k+"="+e.Env[k])
 		}
-		cmd.Env = env
-		cmd.Dir = e.Cwd
-		cmd.Stderr = &stderrTail
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+		stdio = bridge.NewStdioTransport(bridge.StdioOptions{Name: e.Name, Command: e.Command, Args: e.Args,
+			Env: env, Dir: e.Cwd, TerminateDuration: time.Second, KillDuration: 2 * time.Second})
+		transport = stdio
 	default:
 		transport = &mcp.StreamableClientTransport{Endpoint: e.URL, MaxRetries: -1,
 			HTTPClient: &http.Client{Transport: headerTransport{e.Headers, http.DefaultTransport}}}
 	}
-	// The whole process group goes at the end: uvx and shell wrappers leave
-	// grandchildren that the transport does not signal.
-	defer func() {
-		if cmd != nil && cmd.Process != nil {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
-	}()
 	fail := func(step string, start time.Time, err error) {
 		msg := fmt.Sprintf("server %s: %s failed after %s: %v", e.Name, step, time.Since(start).Round(time.Millisecond), err)
-		if t := stderrTail.lastLines(3); t != "" {
-			msg += "; stderr: " + t
+		if stdio != nil {
+			if tail := stdio.StderrTail(); len(tail) > 0 && !strings.Contains(msg, tail[len(tail)-1]) {
+				msg += "; stderr: " + strings.Join(tail[max(0, len(tail)-3):], " | ")
+			}
 		}
 		r.add("error", "%s", msg)
 	}
@@ -298,38 +290,4 @@ func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Header.Set(k, v)
 	}
 	return h.next.RoundTrip(req)
-}
-
-// tail keeps the last 4 KiB written to it. Written by the exec package's
-// copying goroutine, read after the process ended or was killed; guarded
-// by mu.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > 4096 {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-4096:]...)
-	}
-	return len(p), nil
-}
-
-// lastLines returns up to n last non-empty lines, joined with " | ".
-func (t *tail) lastLines(n int) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var lines []string
-	for _, l := range strings.Split(string(t.buf), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
 }
