@@ -130,6 +130,7 @@ type Bridge struct {
 	tabs      map[*tab]struct{}   // guarded by mu
 	calls     map[string]*call    // guarded by mu; by progress token, for routing progress
 	lastError map[string]string   // guarded by mu; by server name: the last failure, for tools:servers
+	lastTail  map[string][]string // guarded by mu; by server name: the stderr tail at the last failure
 
 	upgrader websocket.Upgrader
 }
@@ -148,6 +149,7 @@ func New(opts Options) *Bridge {
 		tabs:      map[*tab]struct{}{},
 		calls:     map[string]*call{},
 		lastError: map[string]string{},
+		lastTail:  map[string][]string{},
 	}
 	b.upgrader = websocket.Upgrader{
 		ReadBufferSize:  32 << 10,
@@ -394,6 +396,7 @@ func (b *Bridge) sessionEnded(s *session, reason string, onItsOwn bool) {
 	}
 	if onItsOwn || s.startErr != nil {
 		b.lastError[s.spec.Name] = reason
+		b.lastTail[s.spec.Name] = s.stderrTail(5)
 	}
 	holders := make([]*tab, 0, len(s.holders))
 	for t := range s.holders {
@@ -406,6 +409,14 @@ func (b *Bridge) sessionEnded(s *session, reason string, onItsOwn bool) {
 	for _, t := range holders {
 		t.sessionClosed(s, reason)
 	}
+}
+
+// sessionReady forgets the server's last failure: it works now.
+func (b *Bridge) sessionReady(s *session) {
+	b.mu.Lock()
+	delete(b.lastError, s.spec.Name)
+	delete(b.lastTail, s.spec.Name)
+	b.mu.Unlock()
 }
 
 // routeProgress sends a progress notification to the tab whose call carries

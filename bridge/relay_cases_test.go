@@ -637,8 +637,8 @@ func TestExitBeforeInit(t *testing.T) {
 		t.Fatalf("message must name the server and its exit status: %q", r.Error.Message)
 	}
 	r, _ = p.Request(ctx, map[string]any{"type": "tools:servers", "id": 2})
-	if !strings.Contains(string(r.Fields["servers"]), `"state":"failed"`) {
-		t.Fatalf("tools:servers must show the failure: %s", r.Fields["servers"])
+	if !strings.Contains(string(r.Fields["servers"]), `"state":"failed"`) || !strings.Contains(string(r.Fields["servers"]), `simulated failure before initialize`) {
+		t.Fatalf("tools:servers must show the failure and the stderr tail: %s", r.Fields["servers"])
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -136,6 +137,20 @@ func (s *session) onStderr(line string) {
 	}
 }
 
+// stderrTail returns up to n of the latest non-blank stderr lines.
+func (s *session) stderrTail(n int) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for i := len(s.stderr) - 1; i >= 0 && len(out) < n; i-- {
+		if strings.TrimSpace(s.stderr[i]) != "" {
+			out = append(out, s.stderr[i])
+		}
+	}
+	slices.Reverse(out)
+	return out
+}
+
 func (s *session) lastStderr() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -177,6 +192,7 @@ func (s *session) run(ctx context.Context) {
 		return
 	}
 	log.Info("server connected", "elapsed", time.Since(started).Round(time.Millisecond))
+	s.b.sessionReady(s)
 	close(s.ready)
 
 	waitErr := make(chan error, 1)

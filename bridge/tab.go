@@ -344,6 +344,7 @@ type serverView struct {
 	Calls       int      `json:"calls"`
 	Warnings    []string `json:"warnings,omitempty"`
 	LastError   string   `json:"lastError,omitempty"`
+	Stderr      []string `json:"stderr,omitempty"` // the latest stderr lines, while starting or after a failure
 }
 
 func viewOf(spec ServerSpec) *serverView {
@@ -401,6 +402,9 @@ func (t *tab) serversReply(m pageMessage) []byte {
 		if s := t.b.sessions[sessionKey(spec)]; s != nil {
 			v.State = s.state()
 			v.Tabs = len(s.holders)
+			if v.State == stateStarting {
+				v.Stderr = s.stderrTail(5)
+			}
 		}
 		if s := held[spec.Name]; s != nil && s.spec.Fingerprint == spec.Fingerprint {
 			v.Connected = true
@@ -409,6 +413,7 @@ func (t *tab) serversReply(m pageMessage) []byte {
 			v.LastError = t.b.lastError[spec.Name]
 			if v.LastError != "" {
 				v.State = stateFailed
+				v.Stderr = t.b.lastTail[spec.Name]
 			}
 		}
 		views = append(views, v)

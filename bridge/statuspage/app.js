@@ -804,7 +804,7 @@
     bar.removeAttribute('value'); // indeterminate until the first progress
     byId('call-message').textContent = 'Running ' + toolLabel(t) + '…';
     status.hidden = false;
-    const reply = await request({ type: 'tools:call', id, server, tool: call.tool, arguments: args }, (p) => {
+    const pending = request({ type: 'tools:call', id, server, tool: call.tool, arguments: args }, (p) => {
       if (state.call !== call) return;
       const total = Number(p.total);
       const progress = Number(p.progress);
@@ -814,6 +814,8 @@
       }
       byId('call-message').textContent = p.message !== undefined ? str(p.message) : (total > 0 ? progress + ' of ' + total : String(progress));
     });
+    refreshServers(); // the server's card counts the call in flight
+    const reply = await pending;
     if (state.call === call) state.call = null;
     setCalling(false);
     status.hidden = true;

@@ -245,9 +245,14 @@ func testServers(t *testing.T, bin string) map[string]any {
 // svgIcon is a small data: icon (a blue disc).
 const svgIcon = "data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAxNiAxNiI+PGNpcmNsZSBjeD0iOCIgY3k9IjgiIHI9IjciIGZpbGw9IiMyZjZmZGUiLz48L3N2Zz4="
 
+// jsonString is s as a JSON string, written as JSON.stringify writes it
+// (no escaping of <, > and &).
 func jsonString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // TestBrowser drives Debian's chromium through the status page of the real

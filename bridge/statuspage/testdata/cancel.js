@@ -14,6 +14,8 @@ lib.main(async (track) => {
   await page.click('#run');
   // Wait until the server is working on it (the first progress is shown).
   await page.waitForFunction(() => document.getElementById('call-progress').hasAttribute('value'));
+  // The card counts it (the page asks tools:servers when a call starts).
+  await page.waitForFunction((sel) => /1 call in flight/.test(document.querySelector(sel).innerText), lib.card('demo-tools'));
   const callsDuring = await page.locator(lib.card('demo-tools')).innerText();
   const started = Date.now();
   await page.click('#cancel');

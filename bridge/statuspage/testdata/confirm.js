@@ -17,7 +17,7 @@ lib.main(async (track) => {
   const dialogText = await page.locator('dialog#confirm').innerText();
   const connectsWhileAsking = connects().length;
   await page.click('#confirm-no');
-  await page.waitForSelector('dialog#confirm:not([open])');
+  await page.waitForSelector('dialog#confirm', { state: 'hidden' });
   // A round trip after the dialog closed: a connect sent on Cancel would be
   // recorded before this tools:servers request.
   const n = rec.sent.length;

@@ -27,7 +27,7 @@ lib.main(async (track) => {
     const bar = document.getElementById('call-progress');
     const msg = document.getElementById('call-message');
     new MutationObserver(() => {
-      if (bar.hasAttribute('value')) window.__seen.push({ value: bar.value, max: bar.max, message: msg.textContent, visible: !document.getElementById('call-status').hidden });
+      if (bar.hasAttribute('value') && !document.getElementById('call-status').hidden) window.__seen.push({ value: bar.value, max: bar.max, message: msg.textContent, visible: !document.getElementById('call-status').hidden });
     }).observe(document.getElementById('call-status'), { subtree: true, attributes: true, childList: true, characterData: true });
   });
   await page.click('#run');
