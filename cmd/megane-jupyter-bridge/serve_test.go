@@ -287,3 +287,54 @@ func TestServeBaseURLAndUnixSocket(t *testing.T) {
 		t.Fatalf("unix socket must be private: %v %v", err, st)
 	}
 }
+
+// TestServeConfigEditWithoutRestart: editing the servers file while the
+// bridge runs changes the next tools:servers, and the changed entry has a
+// new fingerprint, so a page's old confirmation no longer connects it.
+func TestServeConfigEditWithoutRestart(t *testing.T) {
+	const token = "edit-token"
+	file := demoServersFile(t, nil)
+	r := startServe(t, "--standalone", "--token", token, "--servers", file)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, _, err := bridgetest.Dial(ctx, "ws://"+r.addr+"/megane/builder-tools/ws?token="+token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	fingerprints := func(id int) map[string]string {
+		m, err := p.Request(ctx, map[string]any{"type": "tools:servers", "id": id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var servers []struct{ Name, Fingerprint string }
+		json.Unmarshal(m.Fields["servers"], &servers)
+		out := map[string]string{}
+		for _, s := range servers {
+			out[s.Name] = s.Fingerprint
+		}
+		return out
+	}
+	before := fingerprints(1)
+	exe, _ := os.Executable()
+	edited, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"demo-tools": map[string]any{"command": exe, "args": []string{"demo-tools"},
+			"env": map[string]string{asProgramEnv: "1", "OMP_NUM_THREADS": "2"}},
+		"second": map[string]any{"command": exe, "args": []string{"demo-tools"}, "env": map[string]string{asProgramEnv: "1"}},
+	}})
+	time.Sleep(10 * time.Millisecond) // a new modification time
+	if err := os.WriteFile(file, edited, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	after := fingerprints(2)
+	if after["second"] == "" {
+		t.Fatalf("the added server is not listed: %v", after)
+	}
+	if after["demo-tools"] == "" || after["demo-tools"] == before["demo-tools"] {
+		t.Fatalf("the changed entry must get a new fingerprint: before %v, after %v", before, after)
+	}
+	c, _ := p.Request(ctx, map[string]any{"type": "tools:connect", "id": 3, "server": "demo-tools", "fingerprint": before["demo-tools"], "confirmed": true})
+	if c.Error == nil || c.Error.Code != bridge.CodeFingerprintChanged {
+		t.Fatalf("connect with the old fingerprint: %s", c)
+	}
+}

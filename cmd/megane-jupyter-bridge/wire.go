@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 
 	"github.com/megane-labs/megane-jupyter-bridge/auth"
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
@@ -129,7 +130,9 @@ func newCatalog(ctx context.Context, c *serveConfig, jopts jupyter.Options, watc
 		if err != nil {
 			return nil, jupyter.AdminSettings{}, err
 		}
-		return bridge.StaticCatalog(snapshotOf(cfg)), cfg.Admin, nil
+		fc := &fileCatalog{path: c.serversFile, jopts: jopts, log: jopts.Logger, cfg: cfg}
+		fc.stat, _ = os.Stat(c.serversFile)
+		return fc, cfg.Admin, nil
 	}
 	if watcher == nil {
 		watcher = jupyter.NewWatcher(jopts)
@@ -163,4 +166,32 @@ func snapshotOf(cfg *jupyter.Config) bridge.Snapshot {
 		snap.Settings.UserFile = &uf
 	}
 	return snap
+}
+
+// fileCatalog serves a --servers file, read again whenever it changes, so
+// edits take effect without a restart (as they do for Jupyter's
+// configuration). The admin settings of the first read stay in force.
+type fileCatalog struct {
+	path  string
+	jopts jupyter.Options
+	log   *slog.Logger
+
+	mu   sync.Mutex
+	cfg  *jupyter.Config // guarded by mu
+	stat os.FileInfo     // guarded by mu; of path when cfg was read
+}
+
+func (f *fileCatalog) Snapshot(ctx context.Context) bridge.Snapshot {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, err := os.Stat(f.path)
+	if err == nil && (f.stat == nil || !st.ModTime().Equal(f.stat.ModTime()) || st.Size() != f.stat.Size() || !os.SameFile(st, f.stat)) {
+		cfg, err := jupyter.LoadServersFile(f.path, f.jopts)
+		if err != nil {
+			f.log.Warn("cannot read the servers file again; keeping the last good one", "path", f.path, "error", err)
+		} else {
+			f.cfg, f.stat = cfg, st
+		}
+	}
+	return snapshotOf(f.cfg)
 }
