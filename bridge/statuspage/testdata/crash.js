@@ -13,7 +13,7 @@ lib.main(async (track) => {
     const l = document.querySelector(sel + ' .stderr-line');
     return l && l.textContent.includes('loading models');
   }, lib.card('crashy'));
-  const startingText = await page.locator(lib.card('crashy')).innerText();
+  const startingText = await page.textContent(lib.card('crashy') + ' .starting');
   await page.waitForSelector(lib.card('crashy') + ' .last-error');
   await page.waitForFunction((sel) => document.querySelector(sel + ' .pill.state').textContent === 'failed', lib.card('crashy'));
   const failed = await page.evaluate((sel) => ({
