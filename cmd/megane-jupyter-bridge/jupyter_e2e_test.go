@@ -1,0 +1,453 @@
+package main
+
+// End to end with a real jupyter_server 1.23 (Debian 12's
+// python3-jupyter-server): the real program in Jupyter mode asks it for
+// every verdict, takes its Origin settings from its configuration, and finds
+// it from its runtime file when Jupyter itself starts the program (as
+// jupyter-server-proxy does).
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+)
+
+// e2eJupyter is a running jupyter_server and its private directories.
+type e2eJupyter struct {
+	URL     string // http://127.0.0.1:<port>/
+	HostHdr string // 127.0.0.1:<port>
+	Token   string
+	Dir     string // home, runtime, config, data and root live here
+	cmd     *exec.Cmd
+	out     *lockedBuffer
+	done    chan struct{} // closed once cmd.Wait returned
+}
+
+func (j *e2eJupyter) path(name string) string { return filepath.Join(j.Dir, name) }
+
+// env is the environment the server runs with (and a program it starts
+// inherits).
+func (j *e2eJupyter) env() []string {
+	return []string{
+		"HOME=" + j.path("home"),
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"LANG=C.UTF-8",
+		"JUPYTER_RUNTIME_DIR=" + j.path("runtime"),
+		"JUPYTER_CONFIG_DIR=" + j.path("config"),
+		"JUPYTER_DATA_DIR=" + j.path("data"),
+		"PYTHONPATH=" + j.path("pylib"),
+	}
+}
+
+func e2eToken(t *testing.T) string {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func e2eFreePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startE2EJupyter starts /usr/bin/python3 -m jupyter_server on a free
+// loopback port with a known token and fresh directories, with extraEnv
+// added to its environment; files are written relative to its directory
+// first (config/… is its JUPYTER_CONFIG_DIR, pylib/ is on its PYTHONPATH).
+// It waits until the server answers /api/status.
+func startE2EJupyter(t *testing.T, files map[string]string, extraEnv []string) *e2eJupyter {
+	t.Helper()
+	needPython3Jupyter(t)
+	dir, err := os.MkdirTemp("", "megane-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	port := e2eFreePort(t)
+	j := &e2eJupyter{URL: "http://127.0.0.1:" + strconv.Itoa(port) + "/", HostHdr: "127.0.0.1:" + strconv.Itoa(port),
+		Token: e2eToken(t), Dir: dir, out: &lockedBuffer{}, done: make(chan struct{})}
+	for _, d := range []string{"home", "runtime", "config", "data", "root", "pylib"} {
+		if err := os.MkdirAll(j.path(d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, text := range files {
+		if err := os.WriteFile(j.path(name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.cmd = exec.Command("/usr/bin/python3", "-m", "jupyter_server", "--no-browser", "--allow-root",
+		"--ServerApp.ip=127.0.0.1", "--ServerApp.port="+strconv.Itoa(port), "--ServerApp.port_retries=0",
+		"--ServerApp.token="+j.Token, "--ServerApp.root_dir="+j.path("root"))
+	j.cmd.Env = append(j.env(), extraEnv...)
+	j.cmd.Stdout, j.cmd.Stderr = j.out, j.out
+	// Its own process group, so that it and whatever it starts are stopped
+	// together.
+	j.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := j.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { j.cmd.Wait(); close(j.done) }()
+	t.Cleanup(func() {
+		syscall.Kill(-j.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-j.done:
+		case <-time.After(15 * time.Second):
+			syscall.Kill(-j.cmd.Process.Pid, syscall.SIGKILL)
+			<-j.done
+		}
+		// Nothing it started may outlive the test.
+		syscall.Kill(-j.cmd.Process.Pid, syscall.SIGKILL)
+		if t.Failed() {
+			t.Logf("jupyter_server output:\n%s", j.out)
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", j.URL+"api/status", nil)
+		req.Header.Set("Authorization", "token "+j.Token)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return j
+			}
+		}
+		select {
+		case <-j.done:
+			t.Fatalf("jupyter_server exited:\n%s", j.out)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jupyter_server did not answer within 60 s:\n%s", j.out)
+		}
+	}
+}
+
+// loginCookie logs in with the token through /login, as a browser does,
+// and returns the Cookie header the browser then sends.
+func (j *e2eJupyter) loginCookie(t *testing.T) string {
+	t.Helper()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Get(j.URL + "login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var xsrf string
+	for _, c := range resp.Cookies() {
+		if c.Name == "_xsrf" {
+			xsrf = c.Value
+		}
+	}
+	form := url.Values{"_xsrf": {xsrf}, "password": {j.Token}}
+	req, _ := http.NewRequest("POST", j.URL+"login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(&http.Cookie{Name: "_xsrf", Value: xsrf})
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if strings.HasPrefix(c.Name, "username-") {
+			return "_xsrf=" + xsrf + "; " + c.Name + "=" + c.Value
+		}
+	}
+	t.Fatalf("POST /login set no username-* cookie (%s)", resp.Status)
+	return ""
+}
+
+// isolateJupyterEnv points the program run in this process at j's
+// directories, so it reads j's configuration (and nothing of the machine's).
+func isolateJupyterEnv(t *testing.T, j *e2eJupyter) {
+	for _, kv := range j.env() {
+		k, v, _ := strings.Cut(kv, "=")
+		if k != "PATH" {
+			t.Setenv(k, v)
+		}
+	}
+	t.Setenv("JUPYTER_CONFIG_PATH", "")
+}
+
+// e2eVerdict is one connection attempt and what the page must see.
+type e2eVerdict struct {
+	name   string
+	query  string
+	header http.Header
+	status int    // an HTTP refusal of the upgrade
+	code   int    // a refusal after the upgrade (tools:closing and the close frame)
+	reason string // substring of the refusal's reason
+	user   string // admitted as this user
+}
+
+// checkVerdict dials the bridge at addr like a page (Host is the Jupyter
+// server's, as jupyter-server-proxy forwards it) and asserts the verdict.
+func checkVerdict(t *testing.T, addr, jupyterHost string, tc e2eVerdict) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h := tc.header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("Host", jupyterHost)
+	p, resp, err := bridgetest.Dial(ctx, "ws://"+addr+"/megane/builder-tools/ws"+tc.query, h)
+	if tc.status != 0 {
+		if err == nil {
+			p.Close()
+			t.Fatalf("want HTTP %d, the upgrade was accepted", tc.status)
+		}
+		if resp == nil || resp.StatusCode != tc.status {
+			t.Fatalf("want HTTP %d, got %v", tc.status, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer p.Close()
+	m, err := p.Request(ctx, map[string]any{"type": "tools:servers", "id": 1})
+	if tc.user != "" {
+		if err != nil || m.OK == nil || !*m.OK || m.Str("user") != tc.user {
+			t.Fatalf("want admitted as %q: %v %v", tc.user, err, m)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("want refused with %d, got %s", tc.code, m)
+	}
+	var closing *bridgetest.Msg
+	for _, m := range p.All() {
+		if m.Type == "tools:closing" {
+			closing = m
+		}
+	}
+	if closing == nil || string(closing.Fields["code"]) != strconv.Itoa(tc.code) || !strings.Contains(closing.Str("reason"), tc.reason) {
+		t.Fatalf("want tools:closing %d ~%q, got %v (%v)", tc.code, tc.reason, closing, p.Err())
+	}
+	if ce := p.CloseError(); ce == nil || ce.Code != tc.code {
+		t.Fatalf("want close code %d, got %v", tc.code, p.Err())
+	}
+}
+
+// connectAndCallCrystal connects to demo-tools (confirming it) and calls
+// crystal; it returns the receipt the bridge issued.
+func connectAndCallCrystal(t *testing.T, p *bridgetest.Page) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m, err := p.Request(ctx, map[string]any{"type": "tools:servers", "id": 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var servers []struct{ Name, Fingerprint string }
+	json.Unmarshal(m.Fields["servers"], &servers)
+	fp := ""
+	for _, s := range servers {
+		if s.Name == "demo-tools" {
+			fp = s.Fingerprint
+		}
+	}
+	if fp == "" {
+		t.Fatalf("demo-tools is not listed: %s", m)
+	}
+	c, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": 11, "server": "demo-tools", "fingerprint": fp, "confirmed": true})
+	if err != nil || c.OK == nil || !*c.OK || !strings.Contains(string(c.Fields["tools"]), `"crystal"`) {
+		t.Fatalf("connect: %v %v", err, c)
+	}
+	call, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": 12, "server": "demo-tools", "tool": "crystal",
+		"arguments": map[string]any{"element": 29, "a": 3.6, "lattice": "fcc", "repeats": []int{2, 2, 2}}})
+	if err != nil || call.OK == nil || !*call.OK {
+		t.Fatalf("crystal: %v %v", err, call)
+	}
+	var res struct {
+		StructuredContent struct {
+			Structure struct{ Elements []int }
+		} `json:"structuredContent"`
+	}
+	json.Unmarshal(call.Fields["result"], &res)
+	if n := len(res.StructuredContent.Structure.Elements); n != 4*8 {
+		t.Fatalf("crystal returned %d atoms, want 32: %.300s", n, call.Fields["result"])
+	}
+	return c.Str("approval")
+}
+
+func TestJupyterEndToEnd(t *testing.T) {
+	// Jupyter allows one extra Origin; the bridge must learn it from the
+	// same configuration file.
+	j := startE2EJupyter(t, map[string]string{
+		"config/jupyter_server_config.json": `{"ServerApp": {"allow_origin": "http://app.example"}}`,
+	}, nil)
+	cookie := j.loginCookie(t)
+	isolateJupyterEnv(t, j)
+	keyFile := filepath.Join(t.TempDir(), "receipt.key")
+	r := startServe(t, "--jupyter-url", j.URL, "--servers", demoServersFile(t, nil),
+		"--python", "/usr/bin/python3", "--receipt-key", keyFile)
+	owner := osUser(t)
+
+	t.Run("token admitted, connects to demo-tools and calls crystal", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		p, _, err := bridgetest.Dial(ctx, "ws://"+r.addr+"/megane/builder-tools/ws",
+			http.Header{"Authorization": {"token " + j.Token}, "Host": {j.HostHdr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		if approval := connectAndCallCrystal(t, p); approval == "" {
+			t.Fatalf("a confirmed connect must return a receipt")
+		}
+		if st, err := os.Stat(keyFile); err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("--receipt-key %s: %v %v", keyFile, err, st)
+		}
+	})
+	same := "http://" + j.HostHdr
+	for _, tc := range []e2eVerdict{
+		{name: "token in the query", query: "?token=" + j.Token, header: http.Header{"Origin": {same}}, user: owner},
+		{name: "login cookie, Jupyter's own page", header: http.Header{"Cookie": {cookie}, "Origin": {same}}, user: owner},
+		{name: "login cookie from the Origin Jupyter's configuration allows", header: http.Header{"Cookie": {cookie}, "Origin": {"http://app.example"}}, user: owner},
+		{name: "login cookie from another Origin", header: http.Header{"Cookie": {cookie}, "Origin": {"http://evil.example"}}, status: http.StatusForbidden},
+		{name: "wrong token", header: http.Header{"Authorization": {"token wrong-" + j.Token[:8]}}, code: bridge.CloseNoCredentials, reason: "did not accept"},
+		{name: "no credentials", code: bridge.CloseNoCredentials, reason: "no Jupyter credentials"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkVerdict(t, r.addr, j.HostHdr, tc) })
+	}
+
+	t.Run("--allow-origin replaces Jupyter's setting", func(t *testing.T) {
+		r2 := startServe(t, "--jupyter-url", j.URL, "--servers", demoServersFile(t, nil),
+			"--python", "/usr/bin/python3", "--receipt-key", keyFile, "--allow-origin", "http://other.example")
+		checkVerdict(t, r2.addr, j.HostHdr, e2eVerdict{header: http.Header{"Cookie": {cookie}, "Origin": {"http://app.example"}}, status: http.StatusForbidden})
+		if err := r2.stop(); err != nil {
+			t.Fatal(err)
+		}
+		noCreds(t, r2.stderr.String(), j.Token, cookie)
+	})
+
+	if err := r.stop(); err != nil {
+		t.Fatalf("serve: %v\n%s", err, r.stderr)
+	}
+	if !strings.Contains(r.stderr.String(), "allow_origin=http://app.example") {
+		t.Errorf("the log does not show the Origin setting taken from Jupyter:\n%s", r.stderr)
+	}
+	noCreds(t, r.stderr.String(), j.Token, cookie)
+}
+
+// noCreds fails if the token or a cookie value appears in logs.
+func noCreds(t *testing.T, logs, token, cookie string) {
+	t.Helper()
+	secrets := []string{token}
+	for _, part := range strings.Split(cookie, ";") {
+		if _, v, ok := strings.Cut(strings.TrimSpace(part), "="); ok && len(v) >= 8 {
+			secrets = append(secrets, v)
+		}
+	}
+	for _, s := range secrets {
+		if strings.Contains(logs, s) {
+			t.Errorf("a credential (%d bytes) appears in the bridge's log", len(s))
+		}
+	}
+}
+
+// osUser is the name Jupyter 1.x's owner gets: the OS account.
+func osUser(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("id", "-un").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// spawnExtension is a jupyter_server extension that starts the program the
+// way jupyter-server-proxy does: from the server's own process, once the
+// server runs (so jpserver-<pid>.json exists), with the server's
+// environment. MEGANE_E2E_ARGV is the command line as JSON.
+const spawnExtension = `
+import json, os, subprocess
+from tornado.ioloop import IOLoop
+
+def _jupyter_server_extension_points():
+    return [{"module": "megane_e2e_spawn"}]
+
+def _load_jupyter_server_extension(serverapp):
+    def spawn():
+        log = open(os.environ["MEGANE_E2E_LOG"], "ab")
+        subprocess.Popen(json.loads(os.environ["MEGANE_E2E_ARGV"]), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    IOLoop.current().add_callback(spawn)
+`
+
+// TestJupyterRuntimeFileDiscovery: started by the Jupyter server itself and
+// given no --jupyter-url, the program finds its parent from
+// jpserver-<ppid>.json and asks it for verdicts.
+func TestJupyterRuntimeFileDiscovery(t *testing.T) {
+	needPython3Jupyter(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	logFile := filepath.Join(dir, "bridge.log")
+	argv, _ := json.Marshal([]string{exe, "serve", "--port", "0", "--ready-file", ready,
+		"--servers", demoServersFile(t, nil), "--python", "/usr/bin/python3", "--receipt-key", filepath.Join(dir, "receipt.key")})
+	// The program inherits the server's environment, so the test binary
+	// acts as the program and finds the runtime directory from it.
+	j := startE2EJupyter(t, map[string]string{
+		"pylib/megane_e2e_spawn.py":       spawnExtension,
+		"config/jupyter_server_config.py": "c.ServerApp.jpserver_extensions = {'megane_e2e_spawn': True}\n",
+	}, []string{asProgramEnv + "=1", "MEGANE_E2E_ARGV=" + string(argv), "MEGANE_E2E_LOG=" + logFile, "GORACE=atexit_sleep_ms=0"})
+	deadline := time.Now().Add(60 * time.Second)
+	var addr string
+	for {
+		if b, err := os.ReadFile(ready); err == nil && len(b) > 0 {
+			addr = strings.TrimSpace(string(b))
+			break
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(logFile)
+			t.Fatalf("the program started by Jupyter did not get ready within 60 s:\n%s", log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			log, _ := os.ReadFile(logFile)
+			t.Logf("bridge log:\n%s", log)
+		}
+	})
+	owner := osUser(t)
+	for _, tc := range []e2eVerdict{
+		{name: "token", header: http.Header{"Authorization": {"token " + j.Token}}, user: owner},
+		{name: "wrong token", header: http.Header{"Authorization": {"token nope-" + j.Token[:8]}}, code: bridge.CloseNoCredentials, reason: "did not accept"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkVerdict(t, addr, j.HostHdr, tc) })
+	}
+	log, _ := os.ReadFile(logFile)
+	if !strings.Contains(string(log), fmt.Sprintf("found_by=\"runtime file %s\"", filepath.Join(j.path("runtime"), fmt.Sprintf("jpserver-%d.json", j.cmd.Process.Pid)))) {
+		t.Errorf("the log does not say the parent was found from jpserver-%d.json:\n%s", j.cmd.Process.Pid, log)
+	}
+	noCreds(t, string(log), j.Token, "")
+}
