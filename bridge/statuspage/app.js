@@ -19,6 +19,7 @@
   const FRAME_BUDGET = 4 << 20;
   const PIECE_UNITS = 512 << 10;
   const MAX_INBOUND_CHUNKED = 512 << 20; // refuse larger reassembled messages
+  const MAX_TEXT = 4000; // characters of a result's text shown
   const MAX_DRAWN_ATOMS = 200000; // the picture samples larger structures
   const ICON_TYPES = ['image/png', 'image/svg+xml', 'image/jpeg', 'image/gif', 'image/webp'];
 
@@ -857,10 +858,12 @@
     byId('result-raw').textContent = '';
   }
 
+  // firstText is the first text content item, cut to MAX_TEXT characters.
   function firstText(result) {
     const c = result && Array.isArray(result.content) ? result.content : [];
     const t = c.find((x) => x && x.type === 'text' && typeof x.text === 'string');
-    return t ? t.text : '';
+    if (!t) return '';
+    return t.text.length > MAX_TEXT ? t.text.slice(0, MAX_TEXT) + '… (' + t.text.length + ' characters)' : t.text;
   }
 
   function fmt(n) {
@@ -939,7 +942,7 @@
     fig.hidden = false;
     const dpr = window.devicePixelRatio || 1;
     const cssW = canvas.clientWidth || 560;
-    const cssH = Math.round(cssW * 0.7);
+    const cssH = Math.round(cssW * 0.62);
     canvas.width = Math.round(cssW * dpr);
     canvas.height = Math.round(cssH * dpr);
     const ctx = canvas.getContext('2d');
@@ -1043,7 +1046,7 @@
       sw.style.background = colorOf(z);
       legend.append(el('span', { className: 'legend-item' }, sw, (SYMBOLS[z - 1] || 'Z=' + z) + ' × ' + c));
     }
-    if (stride > 1) legend.append(el('span', { className: 'muted', text: ' (every ' + stride + 'th atom drawn)' }));
+    if (stride > 1) legend.append(el('span', { className: 'muted', text: '(1 in ' + stride + ' atoms drawn)' }));
   }
 
   // ---- start -----------------------------------------------------------------

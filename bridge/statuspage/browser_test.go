@@ -545,6 +545,44 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("chunks", func(t *testing.T) {
+		b := startBridge(t, bin, only("flaky"))
+		var res struct {
+			Echo struct {
+				Outcome, Error, RawStart string
+			}
+			SentChunks []struct {
+				ID               string
+				Seq, Count, Size int
+			}
+			ReceivedChunks1, ReceivedChunks2 int
+			Atoms, Errors                    string
+			pageHealth
+		}
+		scenario(t, env, "chunks", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/")}, &res)
+		res.check(t)
+		if len(res.SentChunks) < 2 {
+			t.Fatalf("the page sent %d tools:chunk frames for a 6 MB call, want a sequence", len(res.SentChunks))
+		}
+		for i, c := range res.SentChunks {
+			if c.Seq != i || c.Count != len(res.SentChunks) || c.ID != res.SentChunks[0].ID || c.Size != res.SentChunks[0].Size {
+				t.Errorf("chunk %d: %+v", i, c)
+			}
+		}
+		if res.Echo.Outcome != "ok" || !strings.HasPrefix(res.Echo.RawStart, "{\n  \"echo\": {\n    \"blob\": \"\U0001F600\U0001F600") {
+			t.Errorf("the echoed call: outcome %q, error %q, result starts %q", res.Echo.Outcome, res.Echo.Error, res.Echo.RawStart)
+		}
+		if res.ReceivedChunks1 < 2 || res.ReceivedChunks2 < 2 {
+			t.Errorf("the bridge's replies came in %d and %d chunks; want sequences (they exceed the 8 MiB frame limit)", res.ReceivedChunks1, res.ReceivedChunks2)
+		}
+		if res.Atoms != "400000" {
+			t.Errorf("the chunked structure shows %q atoms, want 400000", res.Atoms)
+		}
+		if strings.Contains(res.Errors, "chunk") {
+			t.Errorf("recent errors mention chunks:\n%s", res.Errors)
+		}
+	})
+
 	t.Run("markup is text", func(t *testing.T) {
 		b := startBridge(t, bin, only("evil"))
 		var res struct {
