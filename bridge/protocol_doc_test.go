@@ -185,7 +185,15 @@ func rewriteExamples(t *testing.T, doc []byte, examples map[string][]byte) []byt
 		if !ok {
 			return match
 		}
-		return []byte(fmt.Sprintf("<!-- example: %s -->\n```json\n%s\n```\n", label, readable(t, ex)))
+		text := readable(t, ex)
+		// The test's tool server is this test binary; show it as the
+		// installed program it stands for.
+		if exe, err := os.Executable(); err == nil {
+			text = strings.ReplaceAll(text, exe, "/opt/lab-tools/bin/lab-tools")
+		}
+		text = strings.ReplaceAll(text, "'-test.run=^$'", "--stdio")
+		text = strings.ReplaceAll(text, "-test.run=^$", "--stdio")
+		return []byte(fmt.Sprintf("<!-- example: %s -->\n```json\n%s\n```\n", label, text))
 	})
 }
 
