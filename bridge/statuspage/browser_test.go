@@ -211,7 +211,9 @@ func testServers(t *testing.T, bin string) map[string]any {
 		t.Fatal(err)
 	}
 	tool := func(def map[string]any) json.RawMessage {
-		def["inputSchema"] = map[string]any{"type": "object"}
+		if _, ok := def["inputSchema"]; !ok {
+			def["inputSchema"] = map[string]any{"type": "object"}
+		}
 		b, err := json.Marshal(def)
 		if err != nil {
 			t.Fatal(err)
@@ -227,6 +229,7 @@ func testServers(t *testing.T, bin string) map[string]any {
 				"icons":       []map[string]string{{"src": "javascript:window.__pwned=1"}, {"src": "http://127.0.0.1:9/x.png", "mimeType": "image/png"}},
 			}),
 			tool(map[string]any{"name": "iconic", "description": "A data: icon.", "icons": []map[string]string{{"src": svgIcon, "mimeType": "image/svg+xml"}}}),
+			tool(map[string]any{"name": "withdoc", "description": "Pre-fill rules.", "inputSchema": json.RawMessage(withDocSchema)}),
 			tool(map[string]any{"name": "badicon", "description": "An icon of a type that is not an image.", "icons": []map[string]string{{"src": "data:text/html,<script>window.__pwned=1</script>"}}}),
 		},
 	}
@@ -241,6 +244,19 @@ func testServers(t *testing.T, bin string) map[string]any {
 		"bad":   map[string]any{"url": "http://tools.example.org/mcp"},
 	}
 }
+
+// withDocSchema has a document widget (never pre-filled, even with a
+// default), a seed widget with a default (a fresh seed wins), a property with
+// examples only, and a local $ref with a default.
+const withDocSchema = `{"type": "object",
+  "properties": {
+    "structure": {"type": "object", "x-megane-widget": "document", "default": {"elements": []}},
+    "seed": {"type": "integer", "minimum": 0, "x-megane-widget": "seed", "default": 7},
+    "n": {"type": "integer", "examples": [5, 6]},
+    "mode": {"$ref": "#/$defs/Mode"},
+    "free": {"type": "string"}
+  },
+  "$defs": {"Mode": {"type": "string", "enum": ["a", "b"], "default": "b"}}}`
 
 // svgIcon is a small data: icon (a blue disc).
 const svgIcon = "data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAxNiAxNiI+PGNpcmNsZSBjeD0iOCIgY3k9IjgiIHI9IjciIGZpbGw9IiMyZjZmZGUiLz48L3N2Zz4="
@@ -591,10 +607,14 @@ func TestBrowser(t *testing.T) {
 			ImgsEvil, ImgsIconic, ImgsBadIcon, ImgsEnd []string
 			ErrOutcome, ErrText, Raw                   string
 			Pwned, PayloadVisible                      bool
+			Prefill                                    map[string]any
 			pageHealth
 		}
 		scenario(t, env, "xss", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/"), "PAYLOAD": xssPayload}, &res)
 		res.check(t)
+		if len(res.Prefill) != 3 || res.Prefill["n"] != 5.0 || res.Prefill["mode"] != "b" || res.Prefill["seed"] == 7.0 || res.Prefill["seed"] == nil {
+			t.Errorf("pre-filled %v: want a fresh seed, n 5 (first example), mode b (default through $ref), no document, nothing for free", res.Prefill)
+		}
 		if res.Pwned {
 			t.Error("the payload's onerror handler ran")
 		}

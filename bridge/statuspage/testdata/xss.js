@@ -20,6 +20,8 @@ lib.main(async (track) => {
 
   await page.selectOption('#runner-tool', 'iconic');
   const imgsIconic = await page.$$eval('img', (is) => is.map((i) => i.getAttribute('src')));
+  await page.selectOption('#runner-tool', 'withdoc');
+  const prefill = JSON.parse(await page.inputValue('#args'));
   await page.selectOption('#runner-tool', 'badicon');
   const imgsBadIcon = await page.$$eval('img', (is) => is.map((i) => i.getAttribute('src')));
 
@@ -42,7 +44,7 @@ lib.main(async (track) => {
   const bodyText = await page.locator('body').innerText();
   await lib.shot(page, 'xss');
   return {
-    tools, toolInfo, cardText, imgsEvil, imgsIconic, imgsBadIcon, imgsEnd, errOutcome, errText, raw, pwned,
+    tools, toolInfo, cardText, prefill, imgsEvil, imgsIconic, imgsBadIcon, imgsEnd, errOutcome, errText, raw, pwned,
     payloadVisible: bodyText.includes(PAYLOAD),
     consoleErrors: rec.consoleErrors, pageErrors: rec.pageErrors,
   };
