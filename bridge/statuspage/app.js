@@ -526,6 +526,7 @@
         }
       });
       state.starting.delete(name);
+      renderServers();
       if (reply.ok) {
         if (reply.approval) storeApproval(fp, str(reply.approval));
         state.conns.set(name, {

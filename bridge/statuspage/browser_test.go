@@ -78,6 +78,7 @@ func buildBridge(t *testing.T, dir string) string {
 // runningBridge is a "serve --standalone" child process.
 type runningBridge struct {
 	addr, token string
+	keyFile     string // the approval signing key
 	stderr      *bytes.Buffer
 }
 
@@ -130,7 +131,8 @@ func startBridge(t *testing.T, bin string, servers map[string]any) *runningBridg
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if b, err := os.ReadFile(readyFile); err == nil && strings.HasSuffix(string(b), "\n") {
-			return &runningBridge{addr: strings.TrimSpace(string(b)), token: token, stderr: &stderr}
+			return &runningBridge{addr: strings.TrimSpace(string(b)), token: token, stderr: &stderr,
+				keyFile: filepath.Join(dir, "data", "megane-jupyter-bridge", "receipt.key")}
 		}
 		select {
 		case err := <-exited:
@@ -357,9 +359,15 @@ func TestBrowser(t *testing.T) {
 			Stored              string
 			DialogsAfterReload  int
 			DialogOpen          bool
+			Reset               struct {
+				Output, Reason, StoredBetween, StoredAfter string
+				Confirmed                                  *bool
+				ReplyCode                                  string
+			}
 			pageHealth
 		}
-		scenario(t, env, "confirm", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/"), "SERVER": "demo-tools"}, &res)
+		scenario(t, env, "confirm", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/"), "SERVER": "demo-tools",
+			"RESET_BIN": bin, "RESET_KEY": b.keyFile}, &res)
 		res.check(t)
 		if res.ConnectsWhileAsking != 0 || res.ConnectsAfterCancel != 0 {
 			t.Errorf("tools:connect sent before confirmation: %d while the dialog was open, %d after Cancel", res.ConnectsWhileAsking, res.ConnectsAfterCancel)
@@ -383,6 +391,18 @@ func TestBrowser(t *testing.T) {
 		}
 		if res.Second.Confirmed != nil || res.Second.Approval != res.FirstReplyApproval || res.Second.Fingerprint != res.First.Fingerprint {
 			t.Errorf("connect after reload %+v: want the stored approval and no confirmed", res.Second)
+		}
+		// approvals reset revokes the receipt: the bridge refuses it, the page
+		// forgets it and asks again, saying why, and stores the new one.
+		r := res.Reset
+		if !strings.Contains(r.Output, "revoked") || r.ReplyCode != "confirmation-required" {
+			t.Errorf("after approvals reset (%q) the bridge answered %q, want confirmation-required", r.Output, r.ReplyCode)
+		}
+		if r.Reason != "The earlier approval is no longer valid." || r.StoredBetween != "" {
+			t.Errorf("re-asking: reason %q, stored approval while asking %q", r.Reason, r.StoredBetween)
+		}
+		if r.Confirmed == nil || !*r.Confirmed || r.StoredAfter == "" || r.StoredAfter == res.FirstReplyApproval {
+			t.Errorf("after confirming again: confirmed %v, stored %q (old %q)", r.Confirmed, r.StoredAfter, res.FirstReplyApproval)
 		}
 	})
 

@@ -51,7 +51,30 @@ lib.main(async (track) => {
   const dialogsAfterReload = await page.evaluate(() => window.__dialogs);
   const dialogOpen = await page.evaluate(() => document.getElementById('confirm').open);
   await lib.shot(page, 'confirm-2');
+
+  // approvals reset: the stored receipt is refused; the page asks again.
+  const fp = first.fingerprint;
+  await page.click(lib.card(SERVER) + ' button.disconnect');
+  await page.waitForSelector(lib.card(SERVER) + ' button.connect');
+  const output = require('child_process').execFileSync(process.env.RESET_BIN,
+    ['approvals', 'reset', '--key', process.env.RESET_KEY], { encoding: 'utf8' });
+  const n2 = connects().length;
+  await page.click(lib.card(SERVER) + ' button.connect');
+  await page.waitForSelector('dialog#confirm[open]');
+  const refused = rec.received.find((m) => m.type === 'tools:connect' && m.id === connects()[n2].id);
+  const reason = await page.textContent('#confirm-reason');
+  const storedBetween = await page.evaluate((f) => localStorage.getItem('megane-builder-tools.approval.' + f) || '', fp);
+  await lib.shot(page, 'confirm-3');
+  await page.click('#confirm-yes');
+  await page.waitForSelector(lib.card(SERVER) + ' .pill.ok');
+  const third = connects()[connects().length - 1];
+  const storedAfter = await page.evaluate((f) => localStorage.getItem('megane-builder-tools.approval.' + f) || '', fp);
+  const reset = {
+    output, reason, storedBetween, storedAfter, confirmed: third.confirmed,
+    replyCode: refused && refused.error ? refused.error.code : '',
+  };
   return {
+    reset,
     dialogText, connectsWhileAsking, connectsAfterCancel,
     first, firstReplyOK: !!(firstReply && firstReply.ok), firstReplyApproval: firstReply && firstReply.approval,
     stored, second, dialogsAfterReload, dialogOpen,
