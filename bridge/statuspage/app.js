@@ -132,6 +132,7 @@
       state.open = true;
       setSocketState('connected', 'ok');
       refreshServers();
+      showSettings();
       state.refreshTimer = setInterval(refreshServers, REFRESH_MS);
     };
     ws.onmessage = (ev) => {
@@ -340,6 +341,22 @@
     renderServers();
     renderProblems();
     renderRunnerServers();
+  }
+
+  // showSettings says where servers are configured (tools:openSettings).
+  async function showSettings() {
+    const reply = await request({ type: 'tools:openSettings' });
+    const p = byId('settings-files');
+    if (!reply.ok) {
+      p.textContent = '';
+      return;
+    }
+    const files = Array.isArray(reply.files) ? reply.files : [];
+    const parts = files.map((f) => str(f.path) + (f.level ? ' (' + str(f.level) + ')' : ''));
+    let text = parts.length ? 'Servers are configured in ' + parts.join(', ') + '.' : 'No file configures servers.';
+    const u = reply.userFile;
+    if (u && u.path) text += ' Your file: ' + str(u.path) + (u.exists ? '' : ' (does not exist yet)') + '.';
+    p.textContent = text;
   }
 
   function renderBridge() {

@@ -300,7 +300,7 @@ func TestBrowser(t *testing.T) {
 		type view struct {
 			Name, Version, Protocol, User, Socket string
 			Servers                               []struct{ Name, State, Text string }
-			Problems, Errors                      string
+			Problems, Errors, Settings            string
 		}
 		var res struct {
 			First, Second view
@@ -333,6 +333,9 @@ func TestBrowser(t *testing.T) {
 						}
 					}
 				}
+			}
+			if !strings.HasPrefix(v.Settings, "Servers are configured in /") || !strings.Contains(v.Settings, "servers.json") {
+				t.Errorf("page %d: settings line %q", i, v.Settings)
 			}
 			if !strings.Contains(v.Problems, "url must use https") || !strings.Contains(v.Problems, "servers.json") || !strings.Contains(v.Problems, "server bad") {
 				t.Errorf("page %d: problems do not name the entry, its file and the reason:\n%s", i, v.Problems)

@@ -19,6 +19,7 @@ lib.main(async (track) => {
       text: a.innerText,
     })),
     problems: document.getElementById('problems').innerText,
+    settings: document.getElementById('settings-files').textContent,
     errors: document.getElementById('errors').innerText,
   }));
   const first = await read();
