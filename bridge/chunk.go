@@ -28,34 +28,40 @@ var escapedLen = func() (t [256]uint8) {
 	return t
 }()
 
-// planChunks returns the end offsets of the pieces of msg such that each
-// piece, escaped as a JSON string, fits in budget bytes, and no piece ends
-// inside a UTF-8 sequence.
-func planChunks(msg []byte, budget int) []int {
+// pos is a place in a message made of parts: before byte off of parts[part].
+type pos struct{ part, off int }
+
+// planChunks returns the end positions of the pieces of the message made of
+// parts, such that each piece, escaped as a JSON string, fits in budget
+// bytes, and no piece ends inside a UTF-8 sequence. Each part must be whole
+// UTF-8 on its own (the bridge's parts are JSON texts).
+func planChunks(parts [][]byte, budget int) []pos {
 	if budget < 16 {
 		budget = 16
 	}
-	var ends []int
+	var ends []pos
 	used := 0
-	for i := 0; i < len(msg); {
-		c := msg[i]
-		n := 1
-		w := int(escapedLen[c])
-		if c >= utf8.RuneSelf {
-			_, n = utf8.DecodeRune(msg[i:])
-			w = n
-			if n == 1 { // invalid byte: Go's encoder would write \ufffd
-				w = 6
+	for pi, msg := range parts {
+		for i := 0; i < len(msg); {
+			c := msg[i]
+			n := 1
+			w := int(escapedLen[c])
+			if c >= utf8.RuneSelf {
+				_, n = utf8.DecodeRune(msg[i:])
+				w = n
+				if n == 1 { // invalid byte: written as \ufffd
+					w = 6
+				}
 			}
+			if used+w > budget && used > 0 {
+				ends = append(ends, pos{pi, i})
+				used = 0
+			}
+			used += w
+			i += n
 		}
-		if used+w > budget && used > 0 {
-			ends = append(ends, i)
-			used = 0
-		}
-		used += w
-		i += n
 	}
-	return append(ends, len(msg))
+	return append(ends, pos{len(parts) - 1, len(parts[len(parts)-1])})
 }
 
 const hexDigits = "0123456789abcdef"
@@ -104,13 +110,18 @@ func appendEscaped(dst, s []byte) []byte {
 	return append(dst, s[start:]...)
 }
 
-// chunkFrames calls emit with each frame of msg sent as chunk sequence id.
-// buf is reused between frames; emit must not retain it.
-func chunkFrames(msg []byte, id string, frameLimit int, buf []byte, emit func([]byte) error) error {
-	ends := planChunks(msg, frameLimit-chunkHeadMax)
-	start := 0
+// chunkFrames calls emit with each frame of the message made of parts, sent
+// as chunk sequence id. buf is reused between frames; emit must not retain
+// it.
+func chunkFrames(parts [][]byte, id string, frameLimit int, buf []byte, emit func([]byte) error) error {
+	ends := planChunks(parts, frameLimit-chunkHeadMax)
+	total := 0
+	for _, p := range parts {
+		total += len(p)
+	}
 	count := strconv.Itoa(len(ends))
-	size := strconv.Itoa(len(msg))
+	size := strconv.Itoa(total)
+	start := pos{0, 0}
 	for seq, end := range ends {
 		buf = buf[:0]
 		buf = append(buf, `{"type":"tools:chunk","id":"`...)
@@ -122,7 +133,16 @@ func chunkFrames(msg []byte, id string, frameLimit int, buf []byte, emit func([]
 		buf = append(buf, `,"size":`...)
 		buf = append(buf, size...)
 		buf = append(buf, `,"data":"`...)
-		buf = appendEscaped(buf, msg[start:end])
+		for p := start.part; p <= end.part; p++ {
+			from, to := 0, len(parts[p])
+			if p == start.part {
+				from = start.off
+			}
+			if p == end.part {
+				to = end.off
+			}
+			buf = appendEscaped(buf, parts[p][from:to])
+		}
 		buf = append(buf, `"}`...)
 		if err := emit(buf); err != nil {
 			return err

@@ -71,7 +71,17 @@ func FuzzChunkRoundTrip(f *testing.F) {
 		r := newReassembler(int64(len(msg))+1, 4, time.Minute)
 		var whole []byte
 		frames := 0
-		err := chunkFrames(msg, "b1", limit, nil, func(frame []byte) error {
+		// The bridge sends a reply as parts (head, raw result, tail): cut
+		// the message into three at character boundaries.
+		cut := func(i int) int {
+			for i > 0 && i < len(msg) && !utf8.RuneStart(msg[i]) {
+				i--
+			}
+			return i
+		}
+		a, b := cut(len(msg)/3), cut(2*len(msg)/3)
+		parts := [][]byte{msg[:a], msg[a:b], msg[b:]}
+		err := chunkFrames(parts, "b1", limit, nil, func(frame []byte) error {
 			frames++
 			if len(frame) > limit {
 				t.Fatalf("chunk frame of %d bytes over the limit %d", len(frame), limit)

@@ -25,7 +25,7 @@ type tab struct {
 	ctx    context.Context // cancelled when the tab closes
 	cancel context.CancelFunc
 
-	out  chan []byte   // bounded (Options.OutboundQueue); written by anyone via push, drained by writeLoop
+	out  chan [][]byte // bounded (Options.OutboundQueue); written by anyone via push, drained by writeLoop; a message is its parts concatenated
 	done chan struct{} // closed by closeWith, once
 
 	closeOnce sync.Once
@@ -50,7 +50,7 @@ func newTab(b *Bridge, conn *websocket.Conn, adm Admission) *tab {
 	return &tab{
 		b: b, conn: conn, adm: adm, id: b.newToken("t"),
 		ctx: ctx, cancel: cancel,
-		out:     make(chan []byte, b.opts.OutboundQueue),
+		out:     make(chan [][]byte, b.opts.OutboundQueue),
 		done:    make(chan struct{}),
 		shares:  map[string]*session{},
 		pending: map[string]*pending{},
@@ -60,14 +60,18 @@ func newTab(b *Bridge, conn *websocket.Conn, adm Admission) *tab {
 // push queues one message for the page without blocking. A page whose queue
 // is full is not keeping up: it is closed with 4408 rather than fed a partial
 // stream.
-func (t *tab) push(msg []byte) {
+func (t *tab) push(msg []byte) { t.pushParts(msg) }
+
+// pushParts queues a message made of parts (concatenated on the wire), so a
+// large raw result is sent without being copied into the reply first.
+func (t *tab) pushParts(parts ...[]byte) {
 	select {
 	case <-t.done:
 		return
 	default:
 	}
 	select {
-	case t.out <- msg:
+	case t.out <- parts:
 	default:
 		t.b.log.Warn("tab not reading: closing it", "tab", t.id, "queue", cap(t.out))
 		t.closeWith(CloseSlowReader, "the page is not reading its messages")
@@ -179,16 +183,39 @@ func (t *tab) writeLoop() {
 		_ = t.conn.SetWriteDeadline(d)
 		return t.conn.WriteMessage(websocket.TextMessage, p)
 	}
+	// send writes one message: as one frame when it fits, else as chunks.
+	send := func(parts [][]byte) error {
+		total := 0
+		for _, p := range parts {
+			total += len(p)
+		}
+		if total > frameLimit {
+			return chunkFrames(parts, t.b.newToken("b"), frameLimit, buf, writeFrame)
+		}
+		if len(parts) == 1 {
+			return writeFrame(parts[0])
+		}
+		d := time.Now().Add(t.b.opts.WriteTimeout)
+		if !flushBy.IsZero() {
+			d = flushBy
+		}
+		_ = t.conn.SetWriteDeadline(d)
+		w, err := t.conn.NextWriter(websocket.TextMessage)
+		if err != nil {
+			return err
+		}
+		for _, p := range parts {
+			if _, err := w.Write(p); err != nil {
+				w.Close()
+				return err
+			}
+		}
+		return w.Close()
+	}
 	for {
 		select {
 		case msg := <-t.out:
-			var err error
-			if len(msg) <= frameLimit {
-				err = writeFrame(msg)
-			} else {
-				err = chunkFrames(msg, t.b.newToken("b"), frameLimit, buf, writeFrame)
-			}
-			if err != nil {
+			if err := send(msg); err != nil {
 				t.closeWith(CloseNormal, "")
 				t.conn.Close() // unblocks the read loop
 				return
@@ -205,13 +232,7 @@ func (t *tab) writeLoop() {
 				for time.Now().Before(flushBy) {
 					select {
 					case msg := <-t.out:
-						var err error
-						if len(msg) <= frameLimit {
-							err = writeFrame(msg)
-						} else {
-							err = chunkFrames(msg, t.b.newToken("b"), frameLimit, buf, writeFrame)
-						}
-						if err != nil {
+						if send(msg) != nil {
 							break flush
 						}
 					default:
