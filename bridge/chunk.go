@@ -3,6 +3,7 @@ package bridge
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -110,20 +111,28 @@ func appendEscaped(dst, s []byte) []byte {
 	return append(dst, s[start:]...)
 }
 
-// chunkFrames calls emit with each frame of the message made of parts, sent
-// as chunk sequence id. buf is reused between frames; emit must not retain
-// it.
-func chunkFrames(parts [][]byte, id string, frameLimit int, buf []byte, emit func([]byte) error) error {
+// chunkFrames writes the message made of parts as chunk sequence id, one
+// frame per writer that next returns (closing it ends the frame). Frames are
+// streamed through scratch, so no frame-sized buffer is held.
+func chunkFrames(parts [][]byte, id string, frameLimit int, scratch []byte, next func() (io.WriteCloser, error)) error {
 	ends := planChunks(parts, frameLimit-chunkHeadMax)
 	total := 0
 	for _, p := range parts {
 		total += len(p)
 	}
+	if cap(scratch) < 4096 {
+		scratch = make([]byte, 0, 32<<10)
+	}
+	flushAt := cap(scratch) - 8 // one escaped byte is at most 6
 	count := strconv.Itoa(len(ends))
 	size := strconv.Itoa(total)
 	start := pos{0, 0}
 	for seq, end := range ends {
-		buf = buf[:0]
+		w, err := next()
+		if err != nil {
+			return err
+		}
+		buf := scratch[:0]
 		buf = append(buf, `{"type":"tools:chunk","id":"`...)
 		buf = append(buf, id...)
 		buf = append(buf, `","seq":`...)
@@ -133,7 +142,7 @@ func chunkFrames(parts [][]byte, id string, frameLimit int, buf []byte, emit fun
 		buf = append(buf, `,"size":`...)
 		buf = append(buf, size...)
 		buf = append(buf, `,"data":"`...)
-		for p := start.part; p <= end.part; p++ {
+		for p := start.part; p <= end.part && err == nil; p++ {
 			from, to := 0, len(parts[p])
 			if p == start.part {
 				from = start.off
@@ -141,10 +150,33 @@ func chunkFrames(parts [][]byte, id string, frameLimit int, buf []byte, emit fun
 			if p == end.part {
 				to = end.off
 			}
-			buf = appendEscaped(buf, parts[p][from:to])
+			for piece := parts[p][from:to]; len(piece) > 0 && err == nil; {
+				// Escape as much as fits in scratch, ending on a character.
+				n := min(len(piece), (flushAt-len(buf))/6)
+				for n < len(piece) && n > 0 && !utf8.RuneStart(piece[n]) {
+					n--
+				}
+				if n == 0 {
+					_, err = w.Write(buf)
+					buf = buf[:0]
+					continue
+				}
+				buf = appendEscaped(buf, piece[:n])
+				piece = piece[n:]
+				if len(buf) >= flushAt/2 {
+					_, err = w.Write(buf)
+					buf = buf[:0]
+				}
+			}
 		}
-		buf = append(buf, `"}`...)
-		if err := emit(buf); err != nil {
+		if err == nil {
+			buf = append(buf, `"}`...)
+			_, err = w.Write(buf)
+		}
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return err
 		}
 		start = end

@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -81,7 +82,7 @@ func FuzzChunkRoundTrip(f *testing.F) {
 		}
 		a, b := cut(len(msg)/3), cut(2*len(msg)/3)
 		parts := [][]byte{msg[:a], msg[a:b], msg[b:]}
-		err := chunkFrames(parts, "b1", limit, nil, func(frame []byte) error {
+		err := chunkFrames(parts, "b1", limit, nil, frameSink(func(frame []byte) error {
 			frames++
 			if len(frame) > limit {
 				t.Fatalf("chunk frame of %d bytes over the limit %d", len(frame), limit)
@@ -98,7 +99,7 @@ func FuzzChunkRoundTrip(f *testing.F) {
 				whole = bytes.Clone(got)
 			}
 			return nil
-		})
+		}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,6 +108,19 @@ func FuzzChunkRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// frameSink adapts a function of whole frames to chunkFrames' writers.
+func frameSink(emit func([]byte) error) func() (io.WriteCloser, error) {
+	return func() (io.WriteCloser, error) { return &sinkWriter{emit: emit}, nil }
+}
+
+type sinkWriter struct {
+	buf  bytes.Buffer
+	emit func([]byte) error
+}
+
+func (w *sinkWriter) Write(p []byte) (int, error) { return w.buf.Write(p) }
+func (w *sinkWriter) Close() error                { return w.emit(w.buf.Bytes()) }
 
 func abs(n int) int {
 	if n < 0 {

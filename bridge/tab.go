@@ -172,7 +172,7 @@ func (t *tab) recheckLoop() {
 func (t *tab) writeLoop() {
 	ping := time.NewTicker(t.b.opts.PingInterval)
 	defer ping.Stop()
-	buf := make([]byte, 0, 64<<10)
+	buf := make([]byte, 0, 32<<10) // scratch for chunk frames
 	frameLimit := int(t.b.opts.FrameLimit)
 	var flushBy time.Time // while flushing before a 1001 close: the deadline of the flush
 	writeFrame := func(p []byte) error {
@@ -183,6 +183,14 @@ func (t *tab) writeLoop() {
 		_ = t.conn.SetWriteDeadline(d)
 		return t.conn.WriteMessage(websocket.TextMessage, p)
 	}
+	nextWriter := func() (io.WriteCloser, error) {
+		d := time.Now().Add(t.b.opts.WriteTimeout)
+		if !flushBy.IsZero() {
+			d = flushBy
+		}
+		_ = t.conn.SetWriteDeadline(d)
+		return t.conn.NextWriter(websocket.TextMessage)
+	}
 	// send writes one message: as one frame when it fits, else as chunks.
 	send := func(parts [][]byte) error {
 		total := 0
@@ -190,7 +198,7 @@ func (t *tab) writeLoop() {
 			total += len(p)
 		}
 		if total > frameLimit {
-			return chunkFrames(parts, t.b.newToken("b"), frameLimit, buf, writeFrame)
+			return chunkFrames(parts, t.b.newToken("b"), frameLimit, buf, nextWriter)
 		}
 		if len(parts) == 1 {
 			return writeFrame(parts[0])
