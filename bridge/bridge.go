@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +54,12 @@ type Options struct {
 	KillDuration      time.Duration // see StdioOptions
 
 	HTTPTransport http.RoundTripper // base transport for Streamable HTTP servers; if nil, http.DefaultTransport
+
+	// ReleaseAfter: after sending a message at least this large, the bridge
+	// returns the memory it freed to the operating system at once
+	// (debug.FreeOSMemory), so that the buffers of one large result do not
+	// add to the peak of the next. If zero, 16 MiB; negative, never.
+	ReleaseAfter int64
 
 	// Page, if non-nil, is served (after the Gate admits the request) at
 	// {base}megane/builder-tools/ and {base}builder-tools/.
@@ -107,6 +114,7 @@ func (o *Options) setDefaults() {
 	if o.ProtocolVersion == "" {
 		o.ProtocolVersion = "2025-11-25"
 	}
+	def(&o.ReleaseAfter, 16<<20)
 	if o.FrameLimit < 4096 {
 		o.FrameLimit = 4096
 	}
@@ -408,6 +416,21 @@ func (b *Bridge) sessionEnded(s *session, reason string, onItsOwn bool) {
 	}
 	for _, t := range holders {
 		t.sessionClosed(s, reason)
+	}
+}
+
+// releaseMemory returns freed memory to the OS after a large message (see
+// Options.ReleaseAfter). The message's buffers are garbage once it is sent.
+func (b *Bridge) releaseMemory(parts [][]byte) {
+	if b.opts.ReleaseAfter < 0 {
+		return
+	}
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if int64(n) >= b.opts.ReleaseAfter {
+		debug.FreeOSMemory()
 	}
 }
 

@@ -223,7 +223,9 @@ func (t *tab) writeLoop() {
 	for {
 		select {
 		case msg := <-t.out:
-			if err := send(msg); err != nil {
+			err := send(msg)
+			t.b.releaseMemory(msg)
+			if err != nil {
 				t.closeWith(CloseNormal, "")
 				t.conn.Close() // unblocks the read loop
 				return
