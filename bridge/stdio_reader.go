@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"runtime/debug"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -125,6 +126,10 @@ func (m *msgReader) fill() {
 	}
 }
 
+// releaseBeforeGrowth is the buffer size from which growing a long line
+// first returns freed memory to the operating system.
+const releaseBeforeGrowth = 16 << 20
+
 // readLine returns the next line without its newline, in a slice the caller
 // owns; or, for a line over the limit, its description; or the read error
 // once everything read before it was returned. A last line without a newline
@@ -175,6 +180,12 @@ func (m *msgReader) readLine() ([]byte, *oversize, error) {
 		if cap(line)-len(line) < readChunk {
 			nc := min(2*int64(cap(line)), capLimit)
 			nc = max(nc, int64(len(line)+readChunk))
+			if nc >= releaseBeforeGrowth {
+				// Before a large growth, collect the smaller buffers this
+				// line has outgrown and return their memory, so the peak
+				// is the line's live buffers, not those plus garbage.
+				debug.FreeOSMemory()
+			}
 			grown := make([]byte, len(line), nc)
 			copy(grown, line)
 			line = grown
