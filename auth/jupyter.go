@@ -20,8 +20,9 @@ import (
 
 // JupyterOptions configures the Jupyter gate. The zero value is usable.
 type JupyterOptions struct {
-	// AllowOrigin is the parent's ServerApp.allow_origin (NotebookApp's on
-	// 1.x): "*" accepts every Origin, any other non-empty value one Origin
+	// AllowOrigin is the parent's ServerApp.allow_origin (jupyter.Config
+	// reads it, and NotebookApp's only where notebook_shim moves it): "*"
+	// accepts every Origin, any other non-empty value one Origin
 	// exactly. The gate applies Jupyter's Origin rule itself as well as
 	// asking Jupyter, so it must know this setting; if empty, only
 	// same-origin requests (and token-authenticated ones) pass.
