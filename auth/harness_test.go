@@ -5,7 +5,6 @@ package auth
 // client that reports what a page would see.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,6 +28,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 )
 
@@ -42,22 +42,7 @@ func needComponent(t *testing.T, what string, err error) {
 }
 
 // syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = bridgetest.Buffer
 
 // logCapture is a test's captured bridge log plus the secrets that must
 // never appear in it; the check runs when the test ends.

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -62,22 +61,7 @@ type harness struct {
 	logBuf *syncBuffer
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	sb strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sb.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sb.String()
-}
+type syncBuffer = bridgetest.Buffer
 
 func newHarness(t testing.TB, opts bridge.Options, servers ...bridge.ServerSpec) *harness {
 	t.Helper()

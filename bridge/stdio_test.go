@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -41,22 +42,7 @@ func serverOptions(t testing.TB, mode string, env ...string) StdioOptions {
 }
 
 // syncBuffer is a log sink safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = bridgetest.Buffer
 
 func connectClient(t *testing.T, ctx context.Context, tr mcp.Transport) *mcp.ClientSession {
 	t.Helper()

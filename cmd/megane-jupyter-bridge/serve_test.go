@@ -19,22 +19,7 @@ import (
 )
 
 // lockedBuffer collects a program's output.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type lockedBuffer = bridgetest.Buffer
 
 // demoServersFile writes a servers file whose demo-tools entry is this test
 // binary acting as the program.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 )
@@ -21,22 +22,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // syncBuffer is a log sink the server writes to while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = bridgetest.Buffer
 
 // progressLog collects progress notifications per token.
 type progressLog struct {
