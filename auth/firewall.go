@@ -149,4 +149,3 @@ func (r redactingHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 func (r redactingHandler) WithGroup(name string) slog.Handler {
 	return redactingHandler{r.h.WithGroup(name)}
 }
-
