@@ -433,14 +433,20 @@ func (t *tab) serversReply(m pageMessage) []byte {
 		if s := t.b.sessions[sessionKey(spec)]; s != nil {
 			v.State = s.state()
 			v.Tabs = len(s.holders)
-			if v.State == stateStarting {
+			switch v.State {
+			case stateStarting:
+				v.Stderr = s.stderrTail(5)
+			case stateFailed:
+				// The start failed and run has not yet handed the failure
+				// to sessionEnded: report it from the session itself.
+				v.LastError = s.startErr.Error()
 				v.Stderr = s.stderrTail(5)
 			}
 		}
 		if s := held[spec.Name]; s != nil && s.spec.Fingerprint == spec.Fingerprint {
 			v.Connected = true
 		}
-		if v.State == stateStopped || v.State == stateFailed {
+		if (v.State == stateStopped || v.State == stateFailed) && v.LastError == "" {
 			v.LastError = t.b.lastError[spec.Name]
 			if v.LastError != "" {
 				v.State = stateFailed
