@@ -299,6 +299,10 @@ func TestCrashMidCall(t *testing.T) {
 			t.Fatalf("tools:closed: %s", cl)
 		}
 	}
+	r, _ = p1.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
+	if sv := string(r.Fields["servers"]); !strings.Contains(sv, `"state":"failed"`) || !strings.Contains(sv, "simulated crash") {
+		t.Fatalf("after tools:closed, tools:servers must show the failure and why: %s", sv)
+	}
 	r, _ = p1.Request(ctx, map[string]any{"type": "tools:call", "id": 3, "server": "crashy", "tool": "echo", "arguments": map[string]any{}})
 	mustErr(t, r, bridge.CodeNotConnected)
 	// The next connect starts it again.

@@ -54,6 +54,7 @@ type session struct {
 	stderr   []string                  // guarded by mu; the latest stderr lines (bounded)
 	nextW    int                       // guarded by mu
 	ended    bool                      // guarded by mu; no more calls accepted
+	endedBy  string                    // guarded by mu; why a session that ended on its own ended
 	relist   chan struct{}             // buffered(1): list_changed signals; owned by run
 	holders  map[*tab]int              // guarded by b.mu, not s.mu
 	refs     int                       // guarded by b.mu
@@ -100,10 +101,30 @@ func (s *session) state() string {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.endedBy != "" {
+		return stateFailed
+	}
 	if s.ended {
 		return stateStopped
 	}
 	return stateConnected
+}
+
+// failure is why the session failed, for tools:servers, until sessionEnded
+// has recorded it in the bridge: the failed start's error or the reason a
+// session ended on its own. Empty if it did not fail.
+func (s *session) failure() string {
+	select {
+	case <-s.ready:
+	default:
+		return ""
+	}
+	if s.startErr != nil {
+		return s.startErr.Error()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.endedBy
 }
 
 // watch registers fn to receive stderr lines while the session starts.
@@ -217,6 +238,9 @@ loop:
 	}
 	s.mu.Lock()
 	s.ended = true
+	if onItsOwn {
+		s.endedBy = reason
+	}
 	calls := make([]*call, 0, len(s.calls))
 	for _, c := range s.calls {
 		calls = append(calls, c)

@@ -437,9 +437,9 @@ func (t *tab) serversReply(m pageMessage) []byte {
 			case stateStarting:
 				v.Stderr = s.stderrTail(5)
 			case stateFailed:
-				// The start failed and run has not yet handed the failure
+				// The session failed and run has not yet handed the failure
 				// to sessionEnded: report it from the session itself.
-				v.LastError = s.startErr.Error()
+				v.LastError = s.failure()
 				v.Stderr = s.stderrTail(5)
 			}
 		}
