@@ -682,7 +682,25 @@ func TestSilentSocketDropped(t *testing.T) {
 	defer conn.Close()
 	msg, _ := json.Marshal(map[string]any{"type": "tools:connect", "id": 1, "server": "fake", "fingerprint": spec.Fingerprint, "confirmed": true})
 	conn.WriteMessage(websocket.TextMessage, msg)
-	time.Sleep(200 * time.Millisecond)
+	// Read until the connect is answered, then never read again.
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			t.Fatalf("waiting for the silent socket's connect reply: %v", err)
+		}
+		var m struct {
+			Type string          `json:"type"`
+			ID   json.RawMessage `json:"id"`
+			OK   bool            `json:"ok"`
+		}
+		if json.Unmarshal(data, &m) == nil && m.Type == "tools:connect" && string(m.ID) == "1" {
+			if !m.OK {
+				t.Fatalf("the silent socket's connect failed: %s", data)
+			}
+			break
+		}
+	}
 	conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"tools:call","id":2,"server":"fake","tool":"slow","arguments":{"steps":1000,"intervalMs":10,"tag":"silent"}}`))
 	waitFor(t, 10*time.Second, "the silent socket's call to be cancelled", func() bool {
 		return countOf(journalMethods(t, j), "notifications/cancelled") == 1
