@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"net/http"
+	"sort"
 	"time"
 )
 
@@ -36,6 +37,52 @@ type ServerSpec struct {
 	// Problems that do not stop the entry from being offered (for example
 	// "uvx not found"); shown by tools:servers beside the entry.
 	Warnings []string
+}
+
+// ServerDescription is a server as people see it, in tools:servers and in
+// the CLI: what runs or is reached, where it is configured, and its
+// fingerprint. Env and header values are never included, only their names.
+type ServerDescription struct {
+	Name        string   `json:"name"`
+	Transport   string   `json:"transport"`
+	Command     string   `json:"command,omitempty"`
+	Args        []string `json:"args,omitempty"`
+	CommandLine string   `json:"commandLine,omitempty"` // the command and args quoted for a POSIX shell
+	Cwd         string   `json:"cwd,omitempty"`
+	URL         string   `json:"url,omitempty"`
+	Env         []string `json:"env"`     // names, sorted
+	Headers     []string `json:"headers"` // names, sorted
+	Source      string   `json:"source"`
+	Fingerprint string   `json:"fingerprint"`
+	Warnings    []string `json:"warnings,omitempty"`
+}
+
+// Describe returns the description of s.
+func (s ServerSpec) Describe() ServerDescription {
+	d := ServerDescription{
+		Name: s.Name, Transport: s.Transport, Source: s.Source,
+		Fingerprint: s.Fingerprint, Warnings: s.Warnings,
+		Env: sortedKeys(s.Env), Headers: sortedKeys(s.Headers),
+	}
+	if s.Transport == TransportStdio {
+		d.Command, d.Args, d.Cwd = s.Command, s.Args, s.Cwd
+		if d.Args == nil {
+			d.Args = []string{}
+		}
+		d.CommandLine = ShellQuote(append([]string{s.Command}, s.Args...))
+	} else {
+		d.URL = s.URL
+	}
+	return d
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // Problem is a configuration problem a page or an admin can act on.

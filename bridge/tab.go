@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -356,53 +355,20 @@ func (t *tab) dispatch(m pageMessage) {
 	}
 }
 
-// serverView is a server as tools:servers shows it.
+// serverView is a server as tools:servers shows it: its description and
+// what the bridge is doing with it now.
 type serverView struct {
-	Name        string   `json:"name"`
-	Transport   string   `json:"transport"`
-	Command     string   `json:"command,omitempty"`
-	Args        []string `json:"args,omitempty"`
-	CommandLine string   `json:"commandLine,omitempty"`
-	Cwd         string   `json:"cwd,omitempty"`
-	URL         string   `json:"url,omitempty"`
-	Env         []string `json:"env"`
-	Headers     []string `json:"headers"`
-	Source      string   `json:"source"`
-	Fingerprint string   `json:"fingerprint"`
-	State       string   `json:"state"`
-	Connected   bool     `json:"connected"`
-	Tabs        int      `json:"tabs"`
-	Calls       int      `json:"calls"`
-	Warnings    []string `json:"warnings,omitempty"`
-	LastError   string   `json:"lastError,omitempty"`
-	Stderr      []string `json:"stderr,omitempty"` // the latest stderr lines, while starting or after a failure
+	ServerDescription
+	State     string   `json:"state"`
+	Connected bool     `json:"connected"`
+	Tabs      int      `json:"tabs"`
+	Calls     int      `json:"calls"`
+	LastError string   `json:"lastError,omitempty"`
+	Stderr    []string `json:"stderr,omitempty"` // the latest stderr lines, while starting or after a failure
 }
 
 func viewOf(spec ServerSpec) *serverView {
-	v := &serverView{
-		Name: spec.Name, Transport: spec.Transport, Source: spec.Source,
-		Fingerprint: spec.Fingerprint, State: stateStopped, Warnings: spec.Warnings,
-		Env: sortedKeys(spec.Env), Headers: sortedKeys(spec.Headers),
-	}
-	if spec.Transport == TransportStdio {
-		v.Command, v.Args, v.Cwd = spec.Command, spec.Args, spec.Cwd
-		if v.Args == nil {
-			v.Args = []string{}
-		}
-		v.CommandLine = ShellQuote(append([]string{spec.Command}, spec.Args...))
-	} else {
-		v.URL = spec.URL
-	}
-	return v
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return &serverView{ServerDescription: spec.Describe(), State: stateStopped}
 }
 
 // ShellQuote quotes argv as a POSIX shell would need it.

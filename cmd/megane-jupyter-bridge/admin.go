@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 )
 
@@ -39,22 +40,12 @@ func (c *configFlags) load(ctx context.Context) (*jupyter.Config, error) {
 	return jupyter.Load(ctx, opts)
 }
 
-// serverJSON is one server in `servers --json`. Env and header values are
-// never printed, only their names.
+// serverJSON is one server in `servers --json`: the description
+// tools:servers gives (env and header values are never printed, only their
+// names) and the configuration level it comes from.
 type serverJSON struct {
-	Name        string   `json:"name"`
-	Transport   string   `json:"transport"`
-	Command     string   `json:"command,omitempty"`
-	Args        []string `json:"args,omitempty"`
-	CommandLine string   `json:"commandLine,omitempty"`
-	Cwd         string   `json:"cwd,omitempty"`
-	URL         string   `json:"url,omitempty"`
-	Env         []string `json:"env,omitempty"`
-	Headers     []string `json:"headers,omitempty"`
-	Source      string   `json:"source"`
-	Level       string   `json:"level"`
-	Fingerprint string   `json:"fingerprint"`
-	Warnings    []string `json:"warnings,omitempty"`
+	bridge.ServerDescription
+	Level string `json:"level"`
 }
 
 type serversJSON struct {
@@ -106,13 +97,7 @@ func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		out.Python = cfg.Python.Path
 	}
 	for _, e := range cfg.Entries {
-		s := serverJSON{Name: e.Name, Transport: e.Transport, Command: e.Command, Args: e.Args, Cwd: e.Cwd,
-			URL: e.URL, Env: names(e.Env), Headers: names(e.Headers), Source: e.Source, Level: e.Level,
-			Fingerprint: e.Fingerprint, Warnings: e.Warnings}
-		if e.Transport == jupyter.TransportStdio {
-			s.CommandLine = e.CommandLine()
-		}
-		out.Servers = append(out.Servers, s)
+		out.Servers = append(out.Servers, serverJSON{ServerDescription: specOf(e).Describe(), Level: e.Level})
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

@@ -148,12 +148,7 @@ func newCatalog(ctx context.Context, c *serveConfig, jopts jupyter.Options, watc
 func snapshotOf(cfg *jupyter.Config) bridge.Snapshot {
 	snap := bridge.Snapshot{Forbidden: cfg.Excluded}
 	for _, e := range cfg.Entries {
-		snap.Servers = append(snap.Servers, bridge.ServerSpec{
-			Name: e.Name, Transport: e.Transport,
-			Command: e.Command, Args: e.Args, Env: e.Env, Cwd: e.Cwd,
-			URL: e.URL, Headers: e.Headers,
-			Source: e.Source, Fingerprint: e.Fingerprint, Warnings: e.Warnings,
-		})
+		snap.Servers = append(snap.Servers, specOf(e))
 	}
 	for _, p := range cfg.Problems {
 		snap.Problems = append(snap.Problems, bridge.Problem{File: p.File, Server: p.Server, Key: p.Key, Message: p.Message})
@@ -166,6 +161,16 @@ func snapshotOf(cfg *jupyter.Config) bridge.Snapshot {
 		snap.Settings.UserFile = &uf
 	}
 	return snap
+}
+
+// specOf is the bridge's view of a configured entry.
+func specOf(e jupyter.Entry) bridge.ServerSpec {
+	return bridge.ServerSpec{
+		Name: e.Name, Transport: e.Transport,
+		Command: e.Command, Args: e.Args, Env: e.Env, Cwd: e.Cwd,
+		URL: e.URL, Headers: e.Headers,
+		Source: e.Source, Fingerprint: e.Fingerprint, Warnings: e.Warnings,
+	}
 }
 
 // fileCatalog serves a --servers file, read again whenever it changes, so
