@@ -341,7 +341,7 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 			Dir:               s.spec.Cwd,
 			MaxMessageBytes:   s.b.opts.ResultLimit,
 			OnStderrLine:      s.onStderr,
-			FilterIncoming:    s.tap.incoming,
+			FilterIncoming:    s.tap.incomingStdio,
 			OnOutgoing:        s.tap.outgoing,
 			TerminateDuration: s.b.opts.TerminateDuration,
 			KillDuration:      s.b.opts.KillDuration,
