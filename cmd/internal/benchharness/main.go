@@ -140,7 +140,7 @@ func run() error {
 			fmt.Sprintf("%s / %s", us(pct(d, 50)), us(pct(d, 99))), "", ""})
 		rows = append(rows, row{"3. same through the bridge: p50 / p99 (added)",
 			fmt.Sprintf("%s / %s", us(pct(b, 50)), us(pct(b, 99))),
-			fmt.Sprintf("+%s / +%s", us(add50), us(add99)), verdict(add50 <= 300*time.Microsecond, "p50 ≤ +0.3 ms")})
+			fmt.Sprintf("%s / %s", signedUS(add50), signedUS(add99)), verdict(add50 <= 300*time.Microsecond, "p50 ≤ +0.3 ms")})
 	}
 	br.stop()
 
@@ -177,6 +177,15 @@ func verdict(ok bool, target string) string {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/1e6) }
 func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/1e3) }
+
+// signedUS is an added latency: "+125 µs", or "−136 µs" when the bridge was
+// faster.
+func signedUS(d time.Duration) string {
+	if d < 0 {
+		return "−" + us(-d)
+	}
+	return "+" + us(d)
+}
 func mib(b int64) string        { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
 func oneLine(s string) string {
