@@ -186,7 +186,7 @@ func signedUS(d time.Duration) string {
 	}
 	return "+" + us(d)
 }
-func mib(b int64) string        { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
