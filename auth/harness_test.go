@@ -11,17 +11,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,15 +25,13 @@ import (
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter/jupytertest"
 )
 
 // needComponent fails the test under CI=true and skips it otherwise.
 func needComponent(t *testing.T, what string, err error) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is required under CI: %v", what, err)
-	}
-	t.Skipf("%s is not available (%v); .ci/run installs it", what, err)
+	jupytertest.Need(t, what, err)
 }
 
 // syncBuffer is a goroutine-safe log sink.
@@ -132,25 +125,17 @@ func (g *handlerGroup) wait() {
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return jupytertest.FreePort(t) }
 
-// jupyterServer is a running jupyter_server process.
+// jupyterServer is a Jupyter server the bridge asks for verdicts: a
+// jupyter_server process started by startJupyter, or a JupyterHub
+// single-user server.
 type jupyterServer struct {
-	Port    int
 	Token   string
 	HostHdr string // "127.0.0.1:<port>", the Host a browser sends
 	BaseURL string // "http://127.0.0.1:<port>/"
 	Parent  *jupyter.Parent
-	cmd     *exec.Cmd
-	done    chan struct{} // closed by the waiter goroutine when cmd exits
+	srv     *jupytertest.Server // nil for a JupyterHub user server
 }
 
 // jupyterSpec says how to start a server.
@@ -161,182 +146,50 @@ type jupyterSpec struct {
 	Args []string
 	// ConfigPy, if set, is written as jupyter_server_config.py.
 	ConfigPy string
-	// Files are extra files written into the config directory (name → content),
-	// which is also on PYTHONPATH.
+	// Files are extra files written into the config directory (name →
+	// content), which is also on PYTHONPATH.
 	Files map[string]string
-	// Env adds environment variables.
-	Env []string
 }
 
-// hostPython checks that the host's Python has jupyter_server.
-func hostJupyterVersion(root string) (string, error) {
-	args := []string{"/usr/bin/python3", "-c", "import jupyter_server; print(jupyter_server.__version__)"}
-	if root != "" {
-		args = append([]string{"chroot", root}, args...)
-	}
-	out, err := exec.Command(args[0], args[1:]...).Output()
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", strings.Join(args, " "), err)
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
-// startJupyter starts jupyter_server on a free loopback port with a fresh
-// HOME, runtime, config and data directory and a known token, and waits
-// until it answers.
+// startJupyter starts jupyter_server (jupytertest.Start) and finds it as
+// the bridge does, from its runtime file jpserver-<pid>.json.
 func startJupyter(t *testing.T, spec jupyterSpec) *jupyterServer {
 	t.Helper()
-	if _, err := hostJupyterVersion(spec.Root); err != nil {
-		needComponent(t, "jupyter_server", err)
-	}
-	// Inside a chroot the directories must live under the root.
-	tmpRoot := os.TempDir()
-	if spec.Root != "" {
-		tmpRoot = filepath.Join(spec.Root, "tmp")
-	}
-	outer, err := os.MkdirTemp(tmpRoot, "megane-auth-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(outer) })
-	inner := strings.TrimPrefix(outer, spec.Root)
-	for _, d := range []string{"home", "runtime", "config", "data", "root"} {
-		if err := os.MkdirAll(filepath.Join(outer, d), 0o700); err != nil {
-			t.Fatal(err)
-		}
+	files := map[string]string{}
+	for name, content := range spec.Files {
+		files["config/"+name] = content
 	}
 	if spec.ConfigPy != "" {
-		if err := os.WriteFile(filepath.Join(outer, "config", "jupyter_server_config.py"), []byte(spec.ConfigPy), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		files["config/jupyter_server_config.py"] = spec.ConfigPy
 	}
-	for name, content := range spec.Files {
-		if err := os.WriteFile(filepath.Join(outer, "config", name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	token, _ := NewToken()
-	port := freePort(t)
-	args := []string{"/usr/bin/python3", "-m", "jupyter_server", "--no-browser", "--allow-root",
-		"--ServerApp.ip=127.0.0.1", "--ServerApp.port=" + strconv.Itoa(port), "--ServerApp.port_retries=0",
-		"--ServerApp.token=" + token, "--ServerApp.root_dir=" + inner + "/root"}
-	args = append(args, spec.Args...)
-	if spec.Root != "" {
-		args = append([]string{"chroot", spec.Root}, args...)
-	}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append([]string{
-		"HOME=" + inner + "/home",
-		"PATH=/usr/local/bin:/usr/bin:/bin",
-		"JUPYTER_RUNTIME_DIR=" + inner + "/runtime",
-		"JUPYTER_CONFIG_DIR=" + inner + "/config",
-		"JUPYTER_DATA_DIR=" + inner + "/data",
-		"PYTHONPATH=" + inner + "/config",
-		"LANG=C.UTF-8",
-	}, spec.Env...)
-	var stderr syncBuffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &jupyterServer{Port: port, Token: token, HostHdr: "127.0.0.1:" + strconv.Itoa(port),
-		BaseURL: "http://127.0.0.1:" + strconv.Itoa(port) + "/", cmd: cmd, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() {
-		s.Stop()
-		if t.Failed() {
-			t.Logf("jupyter_server output:\n%s", stderr.String())
-		}
-	})
-
-	// The runtime file appears once the server listens.
+	srv := jupytertest.Start(t, jupytertest.Spec{Root: spec.Root, Args: spec.Args, Files: files})
 	getenv := func(k string) string {
 		switch k {
 		case "JUPYTER_RUNTIME_DIR":
-			return filepath.Join(outer, "runtime")
+			return srv.Path("runtime")
 		case "HOME":
-			return filepath.Join(outer, "home")
+			return srv.Path("home")
 		}
 		return ""
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		p, err := jupyter.FindParent(jupyter.ParentOptions{Getenv: getenv, PPID: cmd.Process.Pid})
-		if err == nil {
-			if _, err = p.Version(context.Background()); err == nil {
-				s.Parent = p
-				return s
-			}
-		}
-		select {
-		case <-s.done:
-			t.Fatalf("jupyter_server exited: %s", stderr.String())
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jupyter_server did not start within 60 s (%v):\n%s", err, stderr.String())
-		}
+	// The server answers once its runtime file is written; the Version
+	// call checks that the bridge's own client reaches it.
+	p, err := jupyter.FindParent(jupyter.ParentOptions{Getenv: getenv, PPID: srv.Cmd.Process.Pid})
+	if err == nil {
+		_, err = p.Version(context.Background())
 	}
+	if err != nil {
+		t.Fatalf("the bridge does not find the started jupyter_server: %v\n%s", err, srv.Out)
+	}
+	return &jupyterServer{Token: srv.Token, HostHdr: srv.HostHdr, BaseURL: srv.URL, Parent: p, srv: srv}
 }
 
-// Stop stops the server's process group (SIGTERM, then SIGKILL).
-func (s *jupyterServer) Stop() {
-	select {
-	case <-s.done:
-		return
-	default:
-	}
-	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.done
-	}
-}
+// Stop stops a server started by startJupyter.
+func (s *jupyterServer) Stop() { s.srv.Stop() }
 
-// loginCookie logs in with the token through /login (the _xsrf cookie
-// flow) and returns the Cookie header a browser would then send.
-func loginCookie(t *testing.T, base, token string) string {
-	t.Helper()
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Get(base + "login")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	var xsrf string
-	for _, c := range resp.Cookies() {
-		if c.Name == "_xsrf" {
-			xsrf = c.Value
-		}
-	}
-	if xsrf == "" {
-		t.Fatalf("GET /login set no _xsrf cookie (%s)", resp.Status)
-	}
-	form := url.Values{"_xsrf": {xsrf}, "password": {token}}
-	req, _ := http.NewRequest("POST", base+"login", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.AddCookie(&http.Cookie{Name: "_xsrf", Value: xsrf})
-	resp, err = client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	cookie := "_xsrf=" + xsrf
-	found := false
-	for _, c := range resp.Cookies() {
-		if strings.HasPrefix(c.Name, "username-") {
-			cookie += "; " + c.Name + "=" + c.Value
-			found = true
-		}
-	}
-	if !found {
-		t.Fatalf("POST /login set no username-* cookie (%s)", resp.Status)
-	}
-	return cookie
-}
+// loginCookie logs in to s with its token, as a browser does, and returns
+// the Cookie header the browser then sends.
+func (s *jupyterServer) loginCookie(t *testing.T) string { return s.srv.LoginCookie(t) }
 
 // closingMessage is tools:closing, the message the bridge sends before
 // every close with a code other than 1000 (PROTOCOL.md, "Close codes"):

@@ -130,7 +130,7 @@ func TestJupyter1Verdicts(t *testing.T) {
 		t.Fatalf("want jupyter_server 1.x on the host, got %s", v)
 	}
 	tp := newTopology(t, js, JupyterOptions{})
-	cookie := loginCookie(t, js.BaseURL, js.Token)
+	cookie := js.loginCookie(t)
 	owner := OSUser()
 	same := "http://" + js.HostHdr
 	foreign := "http://evil.example"
@@ -192,7 +192,7 @@ func TestJupyter1Verdicts(t *testing.T) {
 
 func TestJupyter1AllowOrigin(t *testing.T) {
 	js := startJupyter(t, jupyterSpec{Args: []string{"--ServerApp.allow_origin=http://app.example"}})
-	cookie := loginCookie(t, js.BaseURL, js.Token)
+	cookie := js.loginCookie(t)
 	owner := OSUser()
 	told := newTopology(t, js, JupyterOptions{AllowOrigin: "http://app.example"})
 	told.logs.secret(cookie)
@@ -212,7 +212,7 @@ func TestJupyter1ReadOnlyAuthorizer(t *testing.T) {
 		Files:    map[string]string{"readonly_authz.py": readOnlyAuthorizer},
 		ConfigPy: "c.ServerApp.authorizer_class = 'readonly_authz.ReadOnly'\n",
 	})
-	cookie := loginCookie(t, js.BaseURL, js.Token)
+	cookie := js.loginCookie(t)
 	tp := newTopology(t, js, JupyterOptions{})
 	tp.logs.secret(cookie)
 	tp.run(t, []verdictCase{

@@ -36,7 +36,7 @@ func TestJupyter2Verdicts(t *testing.T) {
 		t.Fatalf("want jupyter_server 2.x in the chroot, got %s", v)
 	}
 	tp := newTopology(t, js, JupyterOptions{})
-	cookie := loginCookie(t, js.BaseURL, js.Token)
+	cookie := js.loginCookie(t)
 	tp.logs.secret(cookie)
 	owner := OSUser()
 	same := "http://" + js.HostHdr
@@ -66,7 +66,7 @@ func TestJupyter2ReadOnlyAuthorizer(t *testing.T) {
 		Files:    map[string]string{"readonly_authz.py": readOnlyAuthorizer},
 		ConfigPy: "c.ServerApp.authorizer_class = 'readonly_authz.ReadOnly'\n",
 	})
-	cookie := loginCookie(t, js.BaseURL, js.Token)
+	cookie := js.loginCookie(t)
 	tp := newTopology(t, js, JupyterOptions{})
 	tp.logs.secret(cookie)
 	tp.run(t, []verdictCase{

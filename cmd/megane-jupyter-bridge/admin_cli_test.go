@@ -5,12 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter/jupytertest"
 )
 
 // adminSandbox points HOME, JUPYTER_* and PATH at a temporary directory for
@@ -59,11 +60,8 @@ func runCLI(t *testing.T, args ...string) (string, string, error) {
 // with jupyter_server to find sys.prefix and evaluate files.
 func needPython3Jupyter(t *testing.T) {
 	t.Helper()
-	if err := exec.Command("/usr/bin/python3", "-c", "import jupyter_server").Run(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("python3-jupyter-server is required: %v", err)
-		}
-		t.Skipf("skipping: /usr/bin/python3 cannot import jupyter_server: %v", err)
+	if _, err := jupytertest.Version(""); err != nil {
+		jupytertest.Need(t, "python3-jupyter-server", err)
 	}
 }
 

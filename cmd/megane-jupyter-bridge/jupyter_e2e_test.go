@@ -8,182 +8,35 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter/jupytertest"
 )
 
-// e2eJupyter is a running jupyter_server and its private directories.
-type e2eJupyter struct {
-	URL     string // http://127.0.0.1:<port>/
-	HostHdr string // 127.0.0.1:<port>
-	Token   string
-	Dir     string // home, runtime, config, data and root live here
-	cmd     *exec.Cmd
-	out     *lockedBuffer
-	done    chan struct{} // closed once cmd.Wait returned
-}
-
-func (j *e2eJupyter) path(name string) string { return filepath.Join(j.Dir, name) }
-
-// env is the environment the server runs with (and a program it starts
-// inherits).
-func (j *e2eJupyter) env() []string {
-	return []string{
-		"HOME=" + j.path("home"),
-		"PATH=/usr/local/bin:/usr/bin:/bin",
-		"LANG=C.UTF-8",
-		"JUPYTER_RUNTIME_DIR=" + j.path("runtime"),
-		"JUPYTER_CONFIG_DIR=" + j.path("config"),
-		"JUPYTER_DATA_DIR=" + j.path("data"),
-		"PYTHONPATH=" + j.path("pylib"),
-	}
-}
-
-func e2eToken(t *testing.T) string {
-	var b [24]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b[:])
-}
-
-func e2eFreePort(t *testing.T) int {
+// startE2EJupyter starts /usr/bin/python3 -m jupyter_server
+// (jupytertest.Start) with files written relative to its directory first
+// (config/… is its JUPYTER_CONFIG_DIR, pylib/ is on its PYTHONPATH) and
+// extraEnv added to its environment.
+func startE2EJupyter(t *testing.T, files map[string]string, extraEnv []string) *jupytertest.Server {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startE2EJupyter starts /usr/bin/python3 -m jupyter_server on a free
-// loopback port with a known token and fresh directories, with extraEnv
-// added to its environment; files are written relative to its directory
-// first (config/… is its JUPYTER_CONFIG_DIR, pylib/ is on its PYTHONPATH).
-// It waits until the server answers /api/status.
-func startE2EJupyter(t *testing.T, files map[string]string, extraEnv []string) *e2eJupyter {
-	t.Helper()
-	needPython3Jupyter(t)
-	dir, err := os.MkdirTemp("", "megane-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	port := e2eFreePort(t)
-	j := &e2eJupyter{URL: "http://127.0.0.1:" + strconv.Itoa(port) + "/", HostHdr: "127.0.0.1:" + strconv.Itoa(port),
-		Token: e2eToken(t), Dir: dir, out: &lockedBuffer{}, done: make(chan struct{})}
-	for _, d := range []string{"home", "runtime", "config", "data", "root", "pylib"} {
-		if err := os.MkdirAll(j.path(d), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, text := range files {
-		if err := os.WriteFile(j.path(name), []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	j.cmd = exec.Command("/usr/bin/python3", "-m", "jupyter_server", "--no-browser", "--allow-root",
-		"--ServerApp.ip=127.0.0.1", "--ServerApp.port="+strconv.Itoa(port), "--ServerApp.port_retries=0",
-		"--ServerApp.token="+j.Token, "--ServerApp.root_dir="+j.path("root"))
-	j.cmd.Env = append(j.env(), extraEnv...)
-	j.cmd.Stdout, j.cmd.Stderr = j.out, j.out
-	// Its own process group, so that it and whatever it starts are stopped
-	// together.
-	j.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := j.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { j.cmd.Wait(); close(j.done) }()
-	t.Cleanup(func() {
-		syscall.Kill(-j.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-j.done:
-		case <-time.After(15 * time.Second):
-			syscall.Kill(-j.cmd.Process.Pid, syscall.SIGKILL)
-			<-j.done
-		}
-		// Nothing it started may outlive the test.
-		syscall.Kill(-j.cmd.Process.Pid, syscall.SIGKILL)
-		if t.Failed() {
-			t.Logf("jupyter_server output:\n%s", j.out)
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		req, _ := http.NewRequest("GET", j.URL+"api/status", nil)
-		req.Header.Set("Authorization", "token "+j.Token)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return j
-			}
-		}
-		select {
-		case <-j.done:
-			t.Fatalf("jupyter_server exited:\n%s", j.out)
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jupyter_server did not answer within 60 s:\n%s", j.out)
-		}
-	}
-}
-
-// loginCookie logs in with the token through /login, as a browser does,
-// and returns the Cookie header the browser then sends.
-func (j *e2eJupyter) loginCookie(t *testing.T) string {
-	t.Helper()
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Get(j.URL + "login")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	var xsrf string
-	for _, c := range resp.Cookies() {
-		if c.Name == "_xsrf" {
-			xsrf = c.Value
-		}
-	}
-	form := url.Values{"_xsrf": {xsrf}, "password": {j.Token}}
-	req, _ := http.NewRequest("POST", j.URL+"login", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.AddCookie(&http.Cookie{Name: "_xsrf", Value: xsrf})
-	resp, err = client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	for _, c := range resp.Cookies() {
-		if strings.HasPrefix(c.Name, "username-") {
-			return "_xsrf=" + xsrf + "; " + c.Name + "=" + c.Value
-		}
-	}
-	t.Fatalf("POST /login set no username-* cookie (%s)", resp.Status)
-	return ""
+	return jupytertest.Start(t, jupytertest.Spec{Files: files, Env: extraEnv})
 }
 
 // isolateJupyterEnv points the program run in this process at j's
 // directories, so it reads j's configuration (and nothing of the machine's).
-func isolateJupyterEnv(t *testing.T, j *e2eJupyter) {
-	for _, kv := range j.env() {
+func isolateJupyterEnv(t *testing.T, j *jupytertest.Server) {
+	for _, kv := range j.Env() {
 		k, v, _ := strings.Cut(kv, "=")
 		if k != "PATH" {
 			t.Setenv(k, v)
@@ -301,7 +154,7 @@ func TestJupyterEndToEnd(t *testing.T) {
 	j := startE2EJupyter(t, map[string]string{
 		"config/jupyter_server_config.json": `{"ServerApp": {"allow_origin": "http://app.example"}}`,
 	}, nil)
-	cookie := j.loginCookie(t)
+	cookie := j.LoginCookie(t)
 	isolateJupyterEnv(t, j)
 	keyFile := filepath.Join(t.TempDir(), "receipt.key")
 	r := startServe(t, "--jupyter-url", j.URL, "--servers", demoServersFile(t, nil),
@@ -446,8 +299,8 @@ func TestJupyterRuntimeFileDiscovery(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { checkVerdict(t, addr, j.HostHdr, tc) })
 	}
 	log, _ := os.ReadFile(logFile)
-	if !strings.Contains(string(log), fmt.Sprintf("found_by=\"runtime file %s\"", filepath.Join(j.path("runtime"), fmt.Sprintf("jpserver-%d.json", j.cmd.Process.Pid)))) {
-		t.Errorf("the log does not say the parent was found from jpserver-%d.json:\n%s", j.cmd.Process.Pid, log)
+	if !strings.Contains(string(log), fmt.Sprintf("found_by=\"runtime file %s\"", filepath.Join(j.Path("runtime"), fmt.Sprintf("jpserver-%d.json", j.Cmd.Process.Pid)))) {
+		t.Errorf("the log does not say the parent was found from jpserver-%d.json:\n%s", j.Cmd.Process.Pid, log)
 	}
 	noCreds(t, string(log), j.Token, "")
 }
