@@ -40,8 +40,9 @@ var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
 //     unless ignoreCancel, which carries on to the result.
 //   - big {bytes, tag}: a result whose response line (without its newline)
 //     is exactly bytes long (or the minimum), streamed in 64 KiB pieces.
-//   - atoms {n, seed, tag}: a BuilderResult with n atoms (a Builder button),
-//     streamed; 500000 atoms make about 35 MB.
+//   - atoms {n, seed, tag}: a BuilderResult of a water box with n atoms
+//     (bonds, residue names and ids), streamed; 500000 atoms make about
+//     40 MB.
 //   - crash {}: writes "fatal: simulated crash" to stderr and exits with
 //     status 3 without answering.
 //   - fail {code, message}: a JSON-RPC error (default -32000).

@@ -138,6 +138,8 @@ func TestGoSDKClient(t *testing.T) {
 				Positions []float64 `json:"positions"`
 				Cell      []float64 `json:"cell"`
 				Bonds     [][]int   `json:"bonds"`
+				ResNames  []string  `json:"residueNames"`
+				ResIDs    []int     `json:"residueIds"`
 			} `json:"structure"`
 			Provenance map[string]any `json:"provenance"`
 		}
@@ -145,8 +147,17 @@ func TestGoSDKClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := r.Structure
-		if r.Contract != 1 || len(s.Elements) != 1000 || len(s.Positions) != 3000 || len(s.Cell) != 9 || s.Bonds == nil || r.Provenance["seed"] != 4.0 {
+		if r.Contract != 1 || len(s.Elements) != 1000 || len(s.Positions) != 3000 || len(s.Cell) != 9 || r.Provenance["seed"] != 4.0 {
 			t.Errorf("atoms result: contract %d, %d elements, %d positions, cell %v, provenance %v", r.Contract, len(s.Elements), len(s.Positions), s.Cell, r.Provenance)
+		}
+		// 333 whole molecules and one lone O: 666 complete O-H bonds.
+		if len(s.Bonds) != 666 || len(s.ResNames) != 1000 || len(s.ResIDs) != 1000 || s.ResIDs[999] != 334 {
+			t.Fatalf("atoms result: %d bonds, %d residue names, %d residue ids", len(s.Bonds), len(s.ResNames), len(s.ResIDs))
+		}
+		for _, b := range s.Bonds {
+			if len(b) != 2 || s.Elements[b[0]] != 8 || s.Elements[b[1]] != 1 || b[1]/3 != b[0]/3 {
+				t.Fatalf("bond %v is not an O-H bond within one molecule", b)
+			}
 		}
 	})
 	t.Run("toolerror", func(t *testing.T) {

@@ -41,7 +41,7 @@ func builtinTools() ([]toolDef, error) {
 		{"echo", `{"name":"echo","description":"Return the arguments exactly as received.","inputSchema":{"type":"object"}}`, (*server).echo},
 		{"slow", `{"name":"slow","description":"Send one progress notification per step, then answer.","inputSchema":{"type":"object","properties":{"steps":{"type":"integer","minimum":0,"default":5},"intervalMs":{"type":"integer","minimum":0,"default":100},"tag":{"type":"string"},"ignoreCancel":{"type":"boolean","default":false}}}}`, (*server).slow},
 		{"big", `{"name":"big","description":"Answer with a response line of the given size.","inputSchema":{"type":"object","properties":{"bytes":{"type":"integer","minimum":0},"tag":{"type":"string"}},"required":["bytes"]}}`, (*server).big},
-		{"atoms", `{"name":"atoms","title":"Random atoms","description":"Return a structure of n random atoms. For benchmarks.","inputSchema":{"type":"object","properties":{"n":{"type":"integer","minimum":0,"maximum":500000,"examples":[1000],"x-megane-unit":"count"},"seed":{"type":"integer","minimum":0,"x-megane-widget":"seed"},"tag":{"type":"string"}},"required":["n","seed"]},"_meta":{"io.github.megane-labs/builder":{"contract":1,"category":"other","apply":"new_document","document":"none","stochastic":true,"expectedSeconds":1}}}`, (*server).atoms},
+		{"atoms", `{"name":"atoms","title":"Random atoms","description":"Return a box of water with n atoms (O, H, H per molecule, bonds, residue names and ids), as a liquid-box tool does. For benchmarks.","inputSchema":{"type":"object","properties":{"n":{"type":"integer","minimum":0,"maximum":500000,"examples":[1000],"x-megane-unit":"count"},"seed":{"type":"integer","minimum":0,"x-megane-widget":"seed"},"tag":{"type":"string"}},"required":["n","seed"]},"_meta":{"io.github.megane-labs/builder":{"contract":1,"category":"other","apply":"new_document","document":"none","stochastic":true,"expectedSeconds":1}}}`, (*server).atoms},
 		{"crash", `{"name":"crash","description":"Exit with status 3 in the middle of the call.","inputSchema":{"type":"object"}}`, (*server).crash},
 		{"fail", `{"name":"fail","description":"Answer with a JSON-RPC error.","inputSchema":{"type":"object","properties":{"code":{"type":"integer"},"message":{"type":"string"}}}}`, (*server).fail},
 		{"toolerror", `{"name":"toolerror","description":"Answer with a tool error (isError).","inputSchema":{"type":"object","properties":{"tag":{"type":"string"}}}}`, (*server).toolError},
@@ -253,33 +253,59 @@ func (s *server) atoms(c *callCtx) {
 		s.reply(c.id, textResult("n must be 0 to 500000.", nil, true))
 		return
 	}
+	// A liquid box of water, as a packmol-based Builder tool returns it:
+	// atoms O, H, H per molecule (a last partial molecule keeps what
+	// fits), both O-H bonds of each molecule, residue names and ids.
 	rng := rand.New(rand.NewPCG(a.Seed, 0xb1d9e))
-	length := math.Cbrt(float64(max(a.N, 1)) * 12) // about water's number density
-	elems := []int{1, 6, 7, 8}
+	length := math.Cbrt(float64(max(a.N, 1)) * 10) // about water's number density
 	tag, _ := json.Marshal(a.Tag)
 	prov, _ := json.Marshal(map[string]any{"bridgetest": Version, "seed": a.Seed})
 	s.out.message(func(w *bufio.Writer) error {
 		var num []byte
+		list := func(n int, item func(i int)) {
+			for i := 0; i < n; i++ {
+				if i > 0 {
+					w.WriteByte(',')
+				}
+				item(i)
+			}
+		}
 		w.WriteString(`{"jsonrpc":"2.0","id":`)
 		w.Write(c.id)
-		fmt.Fprintf(w, `,"result":{"content":[{"type":"text","text":"%d random atoms."}],"structuredContent":{"contract":1,"name":"atoms-%d","tag":%s,"structure":{"elements":[`, a.N, a.N, tag)
-		for i := 0; i < a.N; i++ {
-			if i > 0 {
-				w.WriteByte(',')
+		fmt.Fprintf(w, `,"result":{"content":[{"type":"text","text":"%d atoms of water."}],"structuredContent":{"contract":1,"name":"water-%d","tag":%s,"structure":{"elements":[`, a.N, a.N, tag)
+		list(a.N, func(i int) {
+			if i%3 == 0 {
+				w.WriteByte('8')
+			} else {
+				w.WriteByte('1')
 			}
-			num = strconv.AppendInt(num[:0], int64(elems[rng.IntN(len(elems))]), 10)
-			w.Write(num)
-		}
+		})
 		w.WriteString(`],"positions":[`)
-		for i := 0; i < 3*a.N; i++ {
-			if i > 0 {
-				w.WriteByte(',')
-			}
+		list(3*a.N, func(int) {
 			num = strconv.AppendFloat(num[:0], rng.Float64()*length, 'g', -1, 64)
 			w.Write(num)
+		})
+		w.WriteString(`],"bonds":[`)
+		var bonds [][2]int
+		for o := 0; o < a.N; o += 3 {
+			for h := o + 1; h < min(o+3, a.N); h++ {
+				bonds = append(bonds, [2]int{o, h})
+			}
 		}
+		list(len(bonds), func(i int) {
+			num = append(strconv.AppendInt(append(num[:0], '['), int64(bonds[i][0]), 10), ',')
+			num = append(strconv.AppendInt(num, int64(bonds[i][1]), 10), ']')
+			w.Write(num)
+		})
+		w.WriteString(`],"residueNames":[`)
+		list(a.N, func(int) { w.WriteString(`"HOH"`) })
+		w.WriteString(`],"residueIds":[`)
+		list(a.N, func(i int) {
+			num = strconv.AppendInt(num[:0], int64(i/3+1), 10)
+			w.Write(num)
+		})
 		l := strconv.FormatFloat(length, 'g', -1, 64)
-		fmt.Fprintf(w, `],"cell":[%s,0,0,0,%s,0,0,0,%s],"bonds":[]},"warnings":[],"provenance":%s}}}`, l, l, l, prov)
+		fmt.Fprintf(w, `],"cell":[%s,0,0,0,%s,0,0,0,%s]},"warnings":[],"provenance":%s}}}`, l, l, l, prov)
 		return nil
 	})
 }
