@@ -244,7 +244,7 @@ func TestFaultHangInitGiveUp(t *testing.T) {
 	if len(procsMarked(marker)) == 0 {
 		t.Fatal("the server is not running while it starts")
 	}
-	r := within(t, 2*time.Second, "the cancelled connect's answer", func() *bridgetest.Msg {
+	r := within(t, 5*time.Second, "the cancelled connect's answer", func() *bridgetest.Msg {
 		p.Send(map[string]any{"type": "tools:cancel", "id": "c"})
 		r, err := p.Reply(ctx, "tools:connect", "c")
 		if err != nil {
@@ -279,7 +279,7 @@ func TestFaultStubbornServer(t *testing.T) {
 	if _, err := p.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:progress" }); err != nil {
 		t.Fatal(err)
 	}
-	r := within(t, 2*time.Second, "the cancel's answer", func() *bridgetest.Msg {
+	r := within(t, 5*time.Second, "the cancel's answer", func() *bridgetest.Msg {
 		p.Send(map[string]any{"type": "tools:cancel", "id": 2})
 		r, err := p.Reply(ctx, "tools:call", 2)
 		if err != nil {
