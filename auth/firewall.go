@@ -58,8 +58,11 @@ func secretKey(k string) bool {
 
 // inlineSecret finds credentials written inline in free text: a value of
 // token=, *_token=, password=, secret= or _xsrf= (as in a query or a form),
-// and the value after an Authorization scheme (token, bearer, basic).
-var inlineSecret = regexp.MustCompile(`(?i)((?:[a-z_]*token|password|secret|_xsrf)=)[^&\s"';,]+|(\b(?:token|bearer|basic) )[A-Za-z0-9._~+/=-]{8,}`)
+// and the value after an Authorization scheme (token, bearer, basic). A
+// value ends at a separator or a closing parenthesis, so that prose such as
+// "(it carries ?token=)" keeps its shape; Jupyter's and JupyterHub's
+// tokens never contain one.
+var inlineSecret = regexp.MustCompile(`(?i)((?:[a-z_]*token|password|secret|_xsrf)=)[^&\s"';,()]+|(\b(?:token|bearer|basic) )[A-Za-z0-9._~+/=-]{8,}`)
 
 // RedactText removes inline credentials from free text (see inlineSecret).
 func RedactText(s string) string {

@@ -30,6 +30,22 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
+func TestRedactText(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"GET /ws?token=abc123def&x=1", "GET /ws?token=[redacted]&x=1"},
+		{"Authorization: token abcdef123456", "Authorization: token [redacted]"},
+		{"password=hunter22 later", "password=[redacted] later"},
+		{"(see ?token=abc123def)", "(see ?token=[redacted])"},
+		// Prose about tokens keeps its shape.
+		{"no token: open the URL the bridge printed at start-up (it carries ?token=)", "no token: open the URL the bridge printed at start-up (it carries ?token=)"},
+	}
+	for _, tc := range cases {
+		if got := RedactText(tc.in); got != tc.want {
+			t.Errorf("RedactText(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestRedactingLogger(t *testing.T) {
 	const tok, cookieVal = "tok-5ecret-value-1234", "2|1:0|10:17|cookie-5ecret"
 	var buf bytes.Buffer
