@@ -119,12 +119,21 @@ func startHub(t *testing.T, root, config string) *hub {
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// The proxy and the servers inherit the Hub's stdout and stderr: if
+	// they outlive it, Wait would wait for them. Wait this long, then
+	// return.
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
+		// On SIGTERM the Hub stops the single-user servers and the proxy
+		// it started (cleanup_servers, cleanup_proxy). Those are not in its
+		// process group: JupyterHub starts both with start_new_session, so
+		// signalling the group does not reach them, and neither does
+		// Pdeathsig if the Hub dies first.
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		select {
 		case <-done:
@@ -132,9 +141,13 @@ func startHub(t *testing.T, root, config string) *hub {
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
-		// The spawned single-user servers and the proxy are in the group;
-		// make sure none outlives the test.
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		// Whatever the Hub left behind (it was killed, or did not finish)
+		// still has its HOME under dir: the proxy inherits the Hub's, the
+		// servers and their kernels have dir/home/<user>.
+		if left := killUnder(inner); len(left) > 0 {
+			t.Logf("killed processes the Hub left running: %v", left)
+		}
 		if t.Failed() {
 			t.Logf("jupyterhub output:\n%s", out.String())
 		}
@@ -192,21 +205,42 @@ func (h *hub) api(t *testing.T, method, path string, body any, into any) int {
 // (the proxy's route target) once it is ready.
 func (h *hub) startServer(t *testing.T, user string) string {
 	t.Helper()
+	h.spawn(t, user)
+	return h.route(t, user)
+}
+
+// spawn creates the users user, bob and vera, starts user's default
+// server, waits until the Hub says it is ready, and returns its process id
+// (the spawner's state).
+func (h *hub) spawn(t *testing.T, user string) int {
+	t.Helper()
 	h.api(t, "POST", "users", map[string]any{"usernames": []string{user, "bob", "vera"}}, nil)
 	h.api(t, "POST", "users/"+user+"/server", nil, nil)
 	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
+	for {
 		var u struct {
 			Servers map[string]struct {
 				Ready bool `json:"ready"`
+				State struct {
+					PID int `json:"pid"`
+				} `json:"state"`
 			} `json:"servers"`
 		}
 		h.api(t, "GET", "users/"+user, nil, &u)
 		if s, ok := u.Servers[""]; ok && s.Ready {
-			break
+			return s.State.PID
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's server was not ready within 90 s", user)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+}
+
+// route returns the proxy's route target for user's default server, from
+// configurable-http-proxy's REST API (plain http: not under internal SSL).
+func (h *hub) route(t *testing.T, user string) string {
+	t.Helper()
 	req, _ := http.NewRequest("GET", "http://127.0.0.1:"+strconv.Itoa(h.apiPort)+"/api/routes", nil)
 	req.Header.Set("Authorization", "token "+h.chpToken)
 	resp, err := http.DefaultClient.Do(req)
@@ -225,6 +259,45 @@ func (h *hub) startServer(t *testing.T, user string) string {
 		t.Fatalf("no proxy route for %s: %v", user, routes)
 	}
 	return r.Target
+}
+
+// killUnder kills (SIGKILL) every process whose HOME is dir or below it and
+// waits until they are gone; it returns their ids and command names.
+func killUnder(dir string) []string {
+	var killed []string
+	pids := map[int]bool{}
+	for range 50 {
+		found := false
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			if err != nil {
+				continue
+			}
+			for _, kv := range strings.Split(string(env), "\x00") {
+				home, ok := strings.CutPrefix(kv, "HOME=")
+				if ok && (home == dir || strings.HasPrefix(home, dir+"/")) {
+					if !pids[pid] {
+						comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+						killed = append(killed, strconv.Itoa(pid)+" "+strings.TrimSpace(string(comm)))
+						pids[pid] = true
+					}
+					syscall.Kill(pid, syscall.SIGKILL)
+					found = true
+					break
+				}
+			}
+		}
+		if !found {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return killed
 }
 
 // token creates an API token for user with the given scopes (nil: the

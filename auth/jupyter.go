@@ -188,7 +188,13 @@ func (g *JupyterGate) verdict(ctx context.Context, creds jupyter.Credentials, fr
 		if err != nil {
 			ref := &bridge.Refusal{CloseCode: CloseUnreachable,
 				Reason: "could not reach the Jupyter server to check your credentials: is it running? Reload the page to retry"}
-			if errors.Is(err, jupyter.ErrUnexpected) {
+			switch {
+			case errors.Is(err, jupyter.ErrTLS):
+				// Typically JupyterHub's internal SSL: the single-user
+				// server takes client certificates only from the Hub and
+				// its proxy, so the bridge must ask through the proxy.
+				ref.Reason = "TLS with the Jupyter server failed (JupyterHub internal SSL): ask your administrator to set --jupyter-url (see the bridge's log)"
+			case errors.Is(err, jupyter.ErrUnexpected):
 				ref.Reason = "the Jupyter server's answer could not be interpreted, so the bridge refuses: see the bridge's log"
 			}
 			g.log.Warn("refused", "reason", ref.Reason, "code", ref.CloseCode, "parent", g.where, "err", err)

@@ -92,7 +92,9 @@ var ErrNoParent = errors.New("no parent Jupyter server found")
 // explicit opts.URL, else the runtime file jpserver-<ppid>.json in Jupyter's
 // runtime directory, else JUPYTERHUB_SERVICE_URL (with
 // JUPYTERHUB_SERVICE_PREFIX). It never looks at a request. The error wraps
-// ErrNoParent when nothing applies, and says where it looked.
+// ErrNoParent when nothing applies, and says where it looked. For an https
+// parent it also reads JupyterHub's internal SSL files (hubTLS), and fails
+// when they are unusable; for an http one it never reads them.
 func FindParent(opts ParentOptions) (*Parent, error) {
 	getenv := opts.Getenv
 	if getenv == nil {
@@ -111,28 +113,36 @@ func FindParent(opts ParentOptions) (*Parent, error) {
 	if owner == "" {
 		owner = osUserName()
 	}
-	tlsConf, err := hubTLS(getenv)
+	p := &Parent{Hub: hub, Owner: owner, HasAuth: true}
+	sock, err := p.locate(opts, getenv, ppid)
 	if err != nil {
 		return nil, err
 	}
-	p := &Parent{Hub: hub, Owner: owner, HasAuth: true}
+	p.Client, err = newParentClient(timeout, p.Base, sock, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("parent %s (%s): %w", p.Base.Redacted(), p.Source, err)
+	}
+	return p, nil
+}
 
+// locate sets p.Base, p.Source and what a runtime file says (HasAuth,
+// version, RootDir), and returns the unix socket to dial ("" for TCP).
+func (p *Parent) locate(opts ParentOptions, getenv func(string) string, ppid int) (string, error) {
 	if opts.URL != "" {
 		base, err := parseBase(opts.URL, "")
 		if err != nil {
-			return nil, fmt.Errorf("--jupyter-url: %w", err)
+			return "", fmt.Errorf("--jupyter-url: %w", err)
 		}
 		if opts.HasAuth != nil {
 			p.HasAuth = *opts.HasAuth
 		}
 		p.Base, p.Source = base, "--jupyter-url"
-		p.Client = newParentClient(timeout, tlsConf, "")
-		return p, nil
+		return "", nil
 	}
 
 	dir, err := parentRuntimeDir(getenv)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	path := filepath.Join(dir, "jpserver-"+strconv.Itoa(ppid)+".json")
 	rf, err := readRuntimeFile(path)
@@ -140,28 +150,26 @@ func FindParent(opts ParentOptions) (*Parent, error) {
 	case err == nil:
 		base, sock, err := rf.base()
 		if err != nil {
-			return nil, fmt.Errorf("runtime file %s: %w", path, err)
+			return "", fmt.Errorf("runtime file %s: %w", path, err)
 		}
 		p.Base, p.Source = base, "runtime file "+path
 		p.HasAuth = rf.Token != "" || passwordSet(rf.Password)
 		p.version = rf.Version
 		p.RootDir = rf.RootDir
-		p.Client = newParentClient(timeout, tlsConf, sock)
-		return p, nil
+		return sock, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return nil, err
+		return "", err
 	}
 
 	if su := getenv("JUPYTERHUB_SERVICE_URL"); su != "" {
 		base, err := parseBase(su, getenv("JUPYTERHUB_SERVICE_PREFIX"))
 		if err != nil {
-			return nil, fmt.Errorf("JUPYTERHUB_SERVICE_URL: %w", err)
+			return "", fmt.Errorf("JUPYTERHUB_SERVICE_URL: %w", err)
 		}
 		p.Base, p.Source = base, "JUPYTERHUB_SERVICE_URL"
-		p.Client = newParentClient(timeout, tlsConf, "")
-		return p, nil
+		return "", nil
 	}
-	return nil, fmt.Errorf("%w: no %s and no JUPYTERHUB_SERVICE_URL (start the bridge from jupyter-server-proxy, pass --jupyter-url, or use --standalone)", ErrNoParent, path)
+	return "", fmt.Errorf("%w: no %s and no JUPYTERHUB_SERVICE_URL (start the bridge from jupyter-server-proxy, pass --jupyter-url, or use --standalone)", ErrNoParent, path)
 }
 
 // Version returns the parent's jupyter_server version: the one in its
@@ -300,11 +308,13 @@ func passwordSet(raw json.RawMessage) bool {
 	return s != "" && s != "false" && s != "null" && s != `""`
 }
 
-// newParentClient builds the client used for every request to the parent.
-func newParentClient(timeout time.Duration, tlsConf *tls.Config, sock string) *http.Client {
+// newParentClient builds the client used for every request to the parent
+// at base. For an https base it dials TLS itself (parentTLS), so that every
+// TLS failure, including an alert the server sends after the handshake,
+// wraps ErrTLS.
+func newParentClient(timeout time.Duration, base *url.URL, sock string, getenv func(string) string) (*http.Client, error) {
 	tr := &http.Transport{
 		Proxy:               nil, // never through an HTTP proxy: the parent is local
-		TLSClientConfig:     tlsConf,
 		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,
@@ -317,48 +327,182 @@ func newParentClient(timeout time.Duration, tlsConf *tls.Config, sock string) *h
 	} else {
 		tr.DialContext = d.DialContext
 	}
+	if base.Scheme == "https" {
+		conf, err := parentTLS(getenv, base.Hostname())
+		if err != nil {
+			return nil, err
+		}
+		tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			raw, err := tr.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			c := tls.Client(raw, conf)
+			if err := c.HandshakeContext(ctx); err != nil {
+				raw.Close()
+				var ne net.Error
+				if ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout() {
+					return nil, err // a parent that does not answer, not a TLS failure
+				}
+				if alert := tlsAlert(err, raw.RemoteAddr()); alert != err {
+					return nil, alert
+				}
+				return nil, fmt.Errorf("%w: handshake with %s: %w", ErrTLS, addr, err)
+			}
+			return alertConn{c}, nil
+		}
+	}
 	return &http.Client{
 		Transport: tr,
 		Timeout:   timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
-	}
+	}, nil
 }
 
-// hubTLS returns the TLS configuration for JupyterHub's internal SSL
-// (JUPYTERHUB_SSL_KEYFILE, JUPYTERHUB_SSL_CERTFILE, JUPYTERHUB_SSL_CLIENT_CA):
-// the single-user server's own certificate is presented as the client
-// certificate, and the CA bundle is trusted beside the system roots. It
-// returns nil when those variables are not set.
-func hubTLS(getenv func(string) string) (*tls.Config, error) {
+// ErrTLS wraps a failed TLS exchange with the parent: its certificate was
+// not accepted, or it refused the bridge's (under JupyterHub internal SSL a
+// single-user server accepts client certificates only from the Hub and its
+// proxy, so a bridge that asks it directly ends here).
+var ErrTLS = errors.New("TLS with the Jupyter server failed")
+
+// alertConn is a TLS connection whose errors from a TLS alert the server
+// sent wrap ErrTLS. With TLS 1.3 the server judges the client certificate
+// after the client's handshake has completed: its refusal arrives as an
+// alert on the first read.
+type alertConn struct{ *tls.Conn }
+
+func (c alertConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	return n, tlsAlert(err, c.RemoteAddr())
+}
+
+func (c alertConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	return n, tlsAlert(err, c.RemoteAddr())
+}
+
+// tlsAlert wraps err with ErrTLS when it is a TLS alert from the peer
+// (crypto/tls reports those as a *net.OpError with Op "remote error").
+func tlsAlert(err error, addr net.Addr) error {
+	var op *net.OpError
+	if err == nil || !errors.As(err, &op) || op.Op != "remote error" {
+		return err
+	}
+	return fmt.Errorf("%w: %s refused the connection with a TLS alert (%w); under JupyterHub internal SSL a single-user server accepts client certificates only from the Hub and its proxy: pass --jupyter-url with the Hub's public address of this server", ErrTLS, addr, err)
+}
+
+// parentTLS is the TLS configuration for the parent at host: hubTLS under
+// JupyterHub's internal SSL, else the system roots.
+func parentTLS(getenv func(string) string, host string) (*tls.Config, error) {
+	conf, err := hubTLS(getenv, host)
+	if err != nil || conf != nil {
+		return conf, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName(host)}, nil
+}
+
+// serverName is the name a certificate must carry for host: the host
+// itself (for an IP literal such as 127.0.0.1, crypto/tls sends no SNI and
+// matches the certificate's IP addresses; JupyterHub's internal
+// certificates carry IP:127.0.0.1 and DNS:localhost), "localhost" when the
+// host is empty.
+func serverName(host string) string {
+	if host == "" {
+		return "localhost"
+	}
+	return host
+}
+
+// hubTLS returns the TLS configuration for reaching the parent at host
+// under JupyterHub's internal SSL (JUPYTERHUB_SSL_KEYFILE,
+// JUPYTERHUB_SSL_CERTFILE, JUPYTERHUB_SSL_CLIENT_CA, as the Hub sets them
+// for a single-user server), or nil when none of those variables is set.
+//
+// The single-user server listens with the certificate in
+// JUPYTERHUB_SSL_CERTFILE, signed by the Hub's internal "notebooks" CA,
+// while JUPYTERHUB_SSL_CLIENT_CA holds the CAs of the clients it accepts
+// (the Hub's and the proxy's), not that one. So a parent is accepted when
+// it presents exactly the certificate of JUPYTERHUB_SSL_CERTFILE (only the
+// server holding its key can: the bridge's parent is that server), or a
+// certificate that verifies for host against the system roots plus
+// JUPYTERHUB_SSL_CLIENT_CA. Nothing else is accepted. That certificate and
+// its key are also presented as the client certificate.
+func hubTLS(getenv func(string) string, host string) (*tls.Config, error) {
 	keyFile, certFile, caFile := getenv("JUPYTERHUB_SSL_KEYFILE"), getenv("JUPYTERHUB_SSL_CERTFILE"), getenv("JUPYTERHUB_SSL_CLIENT_CA")
 	if keyFile == "" && certFile == "" && caFile == "" {
 		return nil, nil
 	}
-	conf := &tls.Config{MinVersion: tls.VersionTLS12}
-	if certFile != "" || keyFile != "" {
+	var own *x509.Certificate // the parent's own certificate, nil without JUPYTERHUB_SSL_CERTFILE
+	var certs []tls.Certificate
+	switch {
+	case certFile != "" && keyFile == "":
+		return nil, errors.New("JupyterHub internal SSL: JUPYTERHUB_SSL_CERTFILE is set but JUPYTERHUB_SSL_KEYFILE is not")
+	case certFile == "" && keyFile != "":
+		return nil, errors.New("JupyterHub internal SSL: JUPYTERHUB_SSL_KEYFILE is set but JUPYTERHUB_SSL_CERTFILE is not")
+	case certFile != "":
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("JupyterHub internal SSL (JUPYTERHUB_SSL_CERTFILE, JUPYTERHUB_SSL_KEYFILE): %w", err)
+			return nil, fmt.Errorf("JupyterHub internal SSL: JUPYTERHUB_SSL_CERTFILE %s with JUPYTERHUB_SSL_KEYFILE %s: %w", certFile, keyFile, err)
 		}
-		conf.Certificates = []tls.Certificate{cert}
+		if own, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, fmt.Errorf("JupyterHub internal SSL: JUPYTERHUB_SSL_CERTFILE %s: %w", certFile, err)
+		}
+		certs = []tls.Certificate{cert}
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
 	}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("JupyterHub internal SSL (JUPYTERHUB_SSL_CLIENT_CA): %w", err)
+			return nil, fmt.Errorf("JupyterHub internal SSL: JUPYTERHUB_SSL_CLIENT_CA: %w", err)
 		}
-		pool, err := x509.SystemCertPool()
-		if err != nil || pool == nil {
-			pool = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("JupyterHub internal SSL: JUPYTERHUB_SSL_CLIENT_CA %s holds no PEM certificate", caFile)
 		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("JupyterHub internal SSL: no certificate in %s", caFile)
-		}
-		conf.RootCAs = pool
 	}
-	return conf, nil
+	name := serverName(host)
+	verify := func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("the server presented no certificate")
+		}
+		leaf := cs.PeerCertificates[0]
+		now := time.Now()
+		if own != nil && leaf.Equal(own) && !now.Before(own.NotBefore) && !now.After(own.NotAfter) {
+			return nil
+		}
+		inter := x509.NewCertPool()
+		for _, c := range cs.PeerCertificates[1:] {
+			inter.AddCert(c)
+		}
+		_, err := leaf.Verify(x509.VerifyOptions{
+			DNSName:       name,
+			Roots:         roots,
+			Intermediates: inter,
+			CurrentTime:   now,
+			KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		})
+		if err != nil {
+			return fmt.Errorf("the server presented a certificate (subject %q, issuer %q) that is neither the one in JUPYTERHUB_SSL_CERTFILE nor valid for %s under the system roots and JUPYTERHUB_SSL_CLIENT_CA: %w",
+				leaf.Subject.String(), leaf.Issuer.String(), name, err)
+		}
+		return nil
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		ServerName:   name,
+		Certificates: certs,
+		// crypto/tls can only verify a chain against roots; accepting the
+		// parent's own certificate by identity needs custom verification,
+		// which Go runs only with InsecureSkipVerify. VerifyConnection runs
+		// on every handshake, resumed ones included, and refuses whatever
+		// it does not accept: nothing is accepted unverified.
+		InsecureSkipVerify: true,
+		VerifyConnection:   verify,
+	}, nil
 }
 
 // parentDataDir is Jupyter's data directory as jupyter_core computes it on
