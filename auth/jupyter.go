@@ -172,8 +172,13 @@ func (g *JupyterGate) verdict(ctx context.Context, creds jupyter.Credentials, fr
 		if fresh {
 			flightKey = "fresh:" + flightKey
 		}
+		// Concurrent upgrades with the same credentials share one question;
+		// it must not fail for all of them because the first one's request
+		// went away, so it runs without that request's cancellation (the
+		// parent's client bounds it with its own timeout).
+		askCtx := context.WithoutCancel(ctx)
 		res, err, _ := g.flight.Do(flightKey, func() (any, error) {
-			v, err := g.parent.Ask(ctx, creds)
+			v, err := g.parent.Ask(askCtx, creds)
 			if err != nil {
 				return nil, err
 			}
@@ -209,7 +214,7 @@ func (g *JupyterGate) verdict(ctx context.Context, creds jupyter.Credentials, fr
 		return v, nil
 	case jupyter.Unauthenticated:
 		ref = &bridge.Refusal{CloseCode: CloseNoCredentials,
-			Reason: "Jupyter did not accept your credentials: log in to Jupyter again and reload the page"}
+			Reason: "Jupyter did not accept your credentials for this server: log in to Jupyter again (as a user with access to this server) and reload the page"}
 	case jupyter.Forbidden:
 		ref = &bridge.Refusal{CloseCode: CloseForbidden,
 			Reason: "Jupyter says " + strconv.Quote(v.User) + " may not execute kernels here: ask the server's owner for that permission"}

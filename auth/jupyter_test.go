@@ -287,3 +287,44 @@ func TestRefusalReasonsFitACloseFrame(t *testing.T) {
 		t.Errorf("no-credentials reason: %+v", ref)
 	}
 }
+
+// ctxParent blocks in Ask until released and hands over the context it was
+// asked with.
+type ctxParent struct {
+	asked   chan context.Context
+	release chan struct{}
+}
+
+func (p *ctxParent) Ask(ctx context.Context, _ jupyter.Credentials) (jupyter.Verdict, error) {
+	p.asked <- ctx
+	<-p.release
+	return jupyter.Verdict{Outcome: jupyter.Allowed, User: "alice"}, nil
+}
+
+// TestJupyterGateSharedQuestionOutlivesFirstRequest: tabs opened together
+// with the same credentials share one question to Jupyter. The first
+// request going away (its context cancelled) must not cancel the question,
+// or every tab waiting on it would be refused with 4503.
+func TestJupyterGateSharedQuestionOutlivesFirstRequest(t *testing.T) {
+	p := &ctxParent{asked: make(chan context.Context, 1), release: make(chan struct{})}
+	g := newJupyterGate(p, true, "x", JupyterOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *int, 1)
+	go func() {
+		_, ref := g.Admit(ctx, upgradeRequest("h:1", "Cookie", "a=1"))
+		code := 0
+		if ref != nil {
+			code = ref.CloseCode
+		}
+		done <- &code
+	}()
+	asked := <-p.asked
+	cancel()
+	if err := asked.Err(); err != nil {
+		t.Errorf("the question to Jupyter was cancelled with the first request: %v", err)
+	}
+	close(p.release)
+	if code := <-done; *code != 0 {
+		t.Errorf("refused with %d", *code)
+	}
+}
