@@ -61,7 +61,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.readyFile, "ready-file", "", "write the listening address to this file once ready (for scripts and tests)")
 	fs.StringVar(&c.rootDir, "root-dir", "", "the Jupyter server's root_dir, for ${workspaceFolder} (default: from its runtime file)")
-	fs.StringVar(&c.python, "python", "", "the Jupyter server's Python, to read .py configuration (default: searched; \"none\" to skip)")
+	fs.StringVar(&c.python, "python", "", "the Jupyter server's Python, to read .py configuration (default: the parent Jupyter server's own, else searched on PATH; \"none\" to skip)")
 	fs.StringVar(&c.receiptKey, "receipt-key", "", "the confirmation receipts' signing key (default: <Jupyter data dir>/megane-jupyter-bridge/receipt.key)")
 	fs.StringVar(&c.jupyterURL, "jupyter-url", "", "the parent Jupyter server's URL (default: found from jpserver-<ppid>.json or JUPYTERHUB_SERVICE_URL)")
 	if err := fs.Parse(args); err != nil {

@@ -45,6 +45,10 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 		if jopts.RootDir == "" {
 			jopts.RootDir = parent.RootDir
 		}
+		// The process that started serve is, under jupyter-server-proxy, the
+		// Jupyter server itself: its interpreter is the Python whose
+		// sys.prefix and traitlets Jupyter uses, wherever PATH points.
+		jopts.ParentPID = os.Getppid()
 		jo := auth.JupyterOptions{Logger: log}
 		if len(c.allowOrigins) > 0 {
 			jo.AllowOrigin = c.allowOrigins[0]
@@ -138,9 +142,25 @@ func newCatalog(ctx context.Context, c *serveConfig, jopts jupyter.Options, watc
 		watcher = jupyter.NewWatcher(jopts)
 	}
 	cfg := watcher.Current(ctx)
+	logPython(jopts.Logger, cfg, jopts.Python)
 	return bridge.CatalogFunc(func(ctx context.Context) bridge.Snapshot {
 		return snapshotOf(watcher.Current(ctx))
 	}), cfg.Admin, nil
+}
+
+// logPython says which Python reads Jupyter's .py configuration and
+// sys.prefix, and why that one; or that there is none. python is the
+// --python value.
+func logPython(log *slog.Logger, cfg *jupyter.Config, python string) {
+	switch py := cfg.Python; {
+	case py != nil:
+		log.Info("Jupyter's Python", "path", py.Path, "found_by", py.Source, "sys_prefix", py.Prefix,
+			"jupyter_server", py.JupyterServer, "traitlets", py.Traitlets)
+	case python == "none":
+		log.Info("Jupyter's Python is not used (--python none): .py configuration files are not read and {sys.prefix}/etc/jupyter is not searched")
+	default:
+		log.Warn("no Python for the Jupyter server: .py configuration files are not read and {sys.prefix}/etc/jupyter is not searched; pass --python", "error", cfg.PythonError)
+	}
 }
 
 // snapshotOf converts the jupyter package's configuration into the bridge's
