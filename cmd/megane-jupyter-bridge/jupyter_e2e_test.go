@@ -392,3 +392,39 @@ func TestJupyterParentPython(t *testing.T) {
 		t.Errorf("doctor --python %s:\n%s", venvPython, out)
 	}
 }
+
+// TestJupyterAllowOriginPat: a server told on its command line to accept
+// several Origins (ServerApp.allow_origin_pat, which the bridge cannot read
+// from any file) is matched with --allow-origin-pat: without it the bridge
+// refuses those pages itself; with it both are admitted, and an Origin the
+// pattern does not match is still refused.
+func TestJupyterAllowOriginPat(t *testing.T) {
+	const pat = `http://(app|lab)\.example$`
+	j := jupytertest.Start(t, jupytertest.Spec{Args: []string{"--ServerApp.allow_origin_pat=" + pat}})
+	cookie := j.LoginCookie(t)
+	isolateJupyterEnv(t, j)
+	keyFile := filepath.Join(t.TempDir(), "receipt.key")
+	owner := osUser(t)
+	args := []string{"--jupyter-url", j.URL, "--servers", demoServersFile(t, nil), "--python", "/usr/bin/python3", "--receipt-key", keyFile}
+	page := func(origin string) http.Header { return http.Header{"Cookie": {cookie}, "Origin": {origin}} }
+
+	r := startServe(t, args...)
+	checkVerdict(t, r.addr, j.HostHdr, e2eVerdict{header: page("http://app.example"), status: http.StatusForbidden})
+	r2 := startServe(t, append(args, "--allow-origin-pat", pat)...)
+	for _, tc := range []e2eVerdict{
+		{name: "app", header: page("http://app.example"), user: owner},
+		{name: "lab", header: page("http://lab.example"), user: owner},
+		{name: "not matched", header: page("http://lab.example.evil"), status: http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkVerdict(t, r2.addr, j.HostHdr, tc) })
+	}
+	for _, r := range []*running{r, r2} {
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		noCreds(t, r.stderr.String(), j.Token, cookie)
+	}
+	if !strings.Contains(r2.stderr.String(), "allow_origin_pat="+pat+"\n") {
+		t.Errorf("the log does not show the pattern in force:\n%s", r2.stderr)
+	}
+}

@@ -25,16 +25,24 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		var u usageError
-		if !errors.As(err, &u) || u.msg != "" {
-			fmt.Fprintln(os.Stderr, "megane-jupyter-bridge:", err)
-		}
-		if errors.As(err, &u) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+	os.Exit(exitStatus(err, os.Stderr))
+}
+
+// exitStatus prints run's error for the person, as one line on stderr
+// (nothing for a bare usage error: the usage text is already printed), and
+// returns the exit status: 0, 2 for a command-line mistake, else 1.
+func exitStatus(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
 	}
+	var u usageError
+	if !errors.As(err, &u) || u.msg != "" {
+		fmt.Fprintln(stderr, "megane-jupyter-bridge:", err)
+	}
+	if errors.As(err, &u) {
+		return 2
+	}
+	return 1
 }
 
 // usageError is a command-line mistake: exit status 2.

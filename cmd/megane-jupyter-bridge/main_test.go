@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -23,11 +22,7 @@ func TestMain(m *testing.M) {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 		stop()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "megane-jupyter-bridge:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+		os.Exit(exitStatus(err, os.Stderr))
 	}
 	goleak.VerifyTestMain(m)
 }

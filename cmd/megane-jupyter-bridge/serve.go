@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ type serveConfig struct {
 	standalone   bool
 	token        string
 	allowOrigins stringList
+	allowPat     string
 	allowHosts   stringList
 	serversFile  string
 	logLevel     string
@@ -55,7 +57,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.baseURL, "base-url", "/", "the Jupyter base URL the bridge is served under")
 	fs.BoolVar(&c.standalone, "standalone", false, "run without Jupyter: require --token (or a generated one) and check Origin")
 	fs.StringVar(&c.token, "token", "", "standalone token (default: a random one, printed)")
-	fs.Var(&c.allowOrigins, "allow-origin", "an extra Origin to accept (standalone: repeatable; with Jupyter: its ServerApp.allow_origin)")
+	fs.Var(&c.allowOrigins, "allow-origin", "an extra Origin to accept (standalone: repeatable; with Jupyter: once, its ServerApp.allow_origin, replacing the configured allow_origin and allow_origin_pat)")
+	fs.StringVar(&c.allowPat, "allow-origin-pat", "", "with Jupyter: its ServerApp.allow_origin_pat, a regular expression for the Origins to accept (replaces the configured allow_origin and allow_origin_pat, like --allow-origin)")
 	fs.Var(&c.allowHosts, "allow-host", "standalone: an extra Host to accept besides loopback (repeatable)")
 	fs.StringVar(&c.serversFile, "servers", "", "read servers from this {\"mcpServers\": …} JSON file instead of Jupyter's configuration")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -72,6 +75,21 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, usageError{fmt.Sprintf("serve: unexpected argument %q", fs.Arg(0))}
+	}
+	// With Jupyter, --allow-origin stands for the server's
+	// ServerApp.allow_origin, which holds one value, and Jupyter itself is
+	// asked about every Origin: a second one would be refused by Jupyter
+	// anyway, so it is an error rather than silently dropped. Several
+	// Origins are a pattern, as in Jupyter.
+	switch {
+	case c.standalone && c.allowPat != "":
+		return nil, usageError{"--allow-origin-pat is for Jupyter mode; with --standalone give each Origin with --allow-origin"}
+	case !c.standalone && len(c.allowOrigins) > 1:
+		return nil, usageError{fmt.Sprintf("--allow-origin is given %d times, but with Jupyter it stands for the server's ServerApp.allow_origin, one Origin or \"*\": give it once, or give --allow-origin-pat a regular expression that matches them all (as the server's ServerApp.allow_origin_pat must)", len(c.allowOrigins))}
+	case c.allowPat != "":
+		if _, err := regexp.Compile(c.allowPat); err != nil {
+			return nil, usageError{fmt.Sprintf("--allow-origin-pat: %v", err)}
+		}
 	}
 	return c, nil
 }

@@ -50,8 +50,14 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 		// sys.prefix and traitlets Jupyter uses, wherever PATH points.
 		jopts.ParentPID = os.Getppid()
 		jo := auth.JupyterOptions{Logger: log}
-		if len(c.allowOrigins) > 0 {
-			jo.AllowOrigin = c.allowOrigins[0]
+		if len(c.allowOrigins) > 0 || c.allowPat != "" {
+			// Given on the command line (as the server may have been):
+			// both replace Jupyter's configured pair. parseServeFlags
+			// allows one --allow-origin here.
+			if len(c.allowOrigins) > 0 {
+				jo.AllowOrigin = c.allowOrigins[0]
+			}
+			jo.AllowOriginPat = c.allowPat
 		} else {
 			// Jupyter's own Origin settings, from its configuration files.
 			watcher = jupyter.NewWatcher(jopts)
