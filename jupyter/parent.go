@@ -92,7 +92,8 @@ var ErrNoParent = errors.New("no parent Jupyter server found")
 // explicit opts.URL, else the runtime file jpserver-<ppid>.json in Jupyter's
 // runtime directory, else JUPYTERHUB_SERVICE_URL (with
 // JUPYTERHUB_SERVICE_PREFIX). It never looks at a request. The error wraps
-// ErrNoParent when nothing applies, and says where it looked.
+// ErrNoParent when nothing applies, and says where it looked (not what to
+// do: that depends on the caller).
 func FindParent(opts ParentOptions) (*Parent, error) {
 	getenv := opts.Getenv
 	if getenv == nil {
@@ -161,7 +162,8 @@ func FindParent(opts ParentOptions) (*Parent, error) {
 		p.Client = newParentClient(timeout, tlsConf, "")
 		return p, nil
 	}
-	return nil, fmt.Errorf("%w: no %s and no JUPYTERHUB_SERVICE_URL (start the bridge from jupyter-server-proxy, pass --jupyter-url, or use --standalone)", ErrNoParent, path)
+	// What to do about it is the caller's to say: it knows its flags.
+	return nil, fmt.Errorf("%w (no %s and no JUPYTERHUB_SERVICE_URL)", ErrNoParent, path)
 }
 
 // Version returns the parent's jupyter_server version: the one in its

@@ -386,3 +386,16 @@ func TestServeAllowOriginOnceWithJupyter(t *testing.T) {
 		p.Close()
 	}
 }
+
+// TestServeNoParentMessage: serve started by hand, with no Jupyter server
+// above it, says so in one line that names where it looked and what to do,
+// once (the advice used to come twice, in two wordings).
+func TestServeNoParentMessage(t *testing.T) {
+	runtime := filepath.Join(t.TempDir(), "runtime")
+	stderr, code := runProgram(t, []string{"JUPYTER_RUNTIME_DIR=" + runtime}, "serve", "--port", "0")
+	want := fmt.Sprintf("megane-jupyter-bridge: no parent Jupyter server found (no %s/jpserver-%d.json and no JUPYTERHUB_SERVICE_URL): "+
+		"start the bridge through jupyter-server-proxy (megane-jupyter-bridge install), pass --jupyter-url, or run it with --standalone\n", runtime, os.Getpid())
+	if code != 1 || stderr != want {
+		t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and:\n%s", code, stderr, want)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,8 +40,11 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 	} else {
 		w.mode = "jupyter"
 		parent, err := jupyter.FindParent(jupyter.ParentOptions{URL: c.jupyterURL})
-		if err != nil {
+		switch {
+		case errors.Is(err, jupyter.ErrNoParent):
 			return nil, fmt.Errorf("%w: start the bridge through jupyter-server-proxy (megane-jupyter-bridge install), pass --jupyter-url, or run it with --standalone", err)
+		case err != nil:
+			return nil, fmt.Errorf("find the parent Jupyter server: %w", err)
 		}
 		if jopts.RootDir == "" {
 			jopts.RootDir = parent.RootDir
