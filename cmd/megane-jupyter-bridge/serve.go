@@ -156,25 +156,34 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Info("shutting down")
 	case runErr = <-serveErr:
 	}
-	// Stop taking new sockets, then close every tab (their calls are answered)
-	// and stop every server, within 10 s.
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	done := make(chan struct{})
+	// Stop taking new sockets, then close every tab (their calls are
+	// answered) and stop every server. run waits for all of it, so nothing
+	// it started outlives it: bridge.Close is bounded by the bridge's own
+	// stop steps (a stdio server's group is SIGKILLed a few seconds after
+	// it is asked to stop; an HTTP session's DELETE times out). A shutdown
+	// slower than shutdownWarn is only reported; main bounds the whole
+	// (exitBound).
+	closed := make(chan struct{})
 	go func() {
 		b.Close()
-		close(done)
+		close(closed)
 	}()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownWarn)
+	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
 	select {
-	case <-done:
+	case <-closed:
 	case <-shutdownCtx.Done():
-		log.Warn("shutdown took too long")
+		log.Warn("shutdown is taking long: still stopping tool servers", "after", shutdownWarn)
+		<-closed
 	}
 	srv.Close()
 	wg.Wait()
 	return runErr
 }
+
+// shutdownWarn is how long serve's shutdown may take before it says so.
+const shutdownWarn = 10 * time.Second
 
 // listen opens the listeners: a unix socket, or the TCP port on 127.0.0.1
 // and ::1 (::1 is skipped where the machine has no IPv6 loopback).
