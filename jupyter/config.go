@@ -73,7 +73,7 @@ type Config struct {
 	Dirs       []ConfigDir // the same with levels
 
 	Python      *Python // the Jupyter server's Python; nil when none was usable
-	PythonError string  // why no Python was usable, when that mattered
+	PythonError string  // why no Python was usable (or why a .py file could not be evaluated); "" otherwise
 
 	// ServerProxy is the effective ServerProxy.servers, for doctor.
 	ServerProxy ProxyServers
@@ -275,6 +275,9 @@ func (l *loader) load(ctx context.Context) (*Config, error) {
 		}
 	}
 	cfg.Python = py
+	if py == nil && pyErr != nil && cfg.PythonError == "" {
+		cfg.PythonError = pyErr.Error()
+	}
 
 	// ServerProxy.servers, for doctor.
 	for _, f := range seq {

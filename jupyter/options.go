@@ -29,6 +29,12 @@ type Options struct {
 	// for (see FindPython). The value "none" disables Python entirely.
 	Python string
 
+	// ParentPID is the process that started this one when that may be the
+	// Jupyter server itself (serve under jupyter-server-proxy). When set
+	// and Python is empty, FindPython tries that process's interpreter
+	// first. Zero: no process is looked at.
+	ParentPID int
+
 	// SysPrefix is the Jupyter server's sys.prefix (the env level of the
 	// config path is {SysPrefix}/etc/jupyter). If empty, the Python is
 	// asked; with no usable Python the env level is left out.

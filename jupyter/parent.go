@@ -92,9 +92,10 @@ var ErrNoParent = errors.New("no parent Jupyter server found")
 // explicit opts.URL, else the runtime file jpserver-<ppid>.json in Jupyter's
 // runtime directory, else JUPYTERHUB_SERVICE_URL (with
 // JUPYTERHUB_SERVICE_PREFIX). It never looks at a request. The error wraps
-// ErrNoParent when nothing applies, and says where it looked. For an https
-// parent it also reads JupyterHub's internal SSL files (hubTLS), and fails
-// when they are unusable; for an http one it never reads them.
+// ErrNoParent when nothing applies, and says where it looked (not what to
+// do: that depends on the caller). For an https parent it also reads
+// JupyterHub's internal SSL files (hubTLS), and fails when they are
+// unusable; for an http one it never reads them.
 func FindParent(opts ParentOptions) (*Parent, error) {
 	getenv := opts.Getenv
 	if getenv == nil {
@@ -169,7 +170,8 @@ func (p *Parent) locate(opts ParentOptions, getenv func(string) string, ppid int
 		p.Base, p.Source = base, "JUPYTERHUB_SERVICE_URL"
 		return "", nil
 	}
-	return "", fmt.Errorf("%w: no %s and no JUPYTERHUB_SERVICE_URL (start the bridge from jupyter-server-proxy, pass --jupyter-url, or use --standalone)", ErrNoParent, path)
+	// What to do about it is the caller's to say: it knows its flags.
+	return "", fmt.Errorf("%w (no %s and no JUPYTERHUB_SERVICE_URL)", ErrNoParent, path)
 }
 
 // Version returns the parent's jupyter_server version: the one in its

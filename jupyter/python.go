@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,44 +39,61 @@ type Python struct {
 	ServerProxy    bool   `json:"server_proxy"`  // jupyter_server_proxy is importable
 	NotebookShim   bool   `json:"notebook_shim"` // notebook_shim is importable (it moves NotebookApp settings onto ServerApp)
 	EnvAuto        bool   `json:"env_auto"`      // jupyter_core ≥ 5 would prefer the env level
+	// Source says why this interpreter was taken, for logs and doctor:
+	// "--python", "the parent process (pid N)", "the #! line of PATH" or
+	// "python3 on PATH".
+	Source string `json:"source"`
 }
 
-// FindPython finds the Jupyter server's Python: opts.Python when set; else
-// the interpreter named by the shebang of the jupyter-server or jupyter
-// script on PATH; else every python3 (then python) on PATH, preferring one
-// that can import jupyter_server over one that can only import traitlets.
-// A candidate is accepted only when it runs and imports traitlets. The
-// error lists what was tried.
+// FindPython finds the Jupyter server's Python: opts.Python when set; else,
+// when opts.ParentPID is set and that process is a Python that can import
+// jupyter_server, that process's interpreter (ProcessPython: the server
+// that started the bridge knows its own sys.prefix, whatever PATH says);
+// else the interpreter named by the shebang of the jupyter-server or
+// jupyter script on PATH; else every python3 (then python) on PATH,
+// preferring one that can import jupyter_server over one that can only
+// import traitlets. A candidate is accepted only when it runs and imports
+// traitlets; Python.Source says which rule found it. The error lists what
+// was tried.
 func FindPython(ctx context.Context, opts Options) (*Python, error) {
 	e := opts.resolve()
 	if opts.Python == "none" {
 		return nil, errors.New("python disabled (Python is \"none\")")
 	}
 	// A trusted candidate (the explicit choice or a jupyter script's
-	// interpreter) is accepted when it imports traitlets; a python found
-	// only on PATH is preferred when it also imports jupyter_server.
+	// interpreter) is accepted when it imports traitlets; the parent
+	// process and a python found only on PATH are preferred when they
+	// also import jupyter_server.
 	type cand struct {
 		path    string
 		trusted bool
+		source  string
 	}
 	var cands []cand
+	var tried []string
 	if opts.Python != "" {
-		cands = []cand{{opts.Python, true}}
+		cands = []cand{{opts.Python, true, "--python"}}
 	} else {
+		if opts.ParentPID > 0 {
+			if p, err := processInterpreter(opts.ParentPID); err != nil {
+				tried = append(tried, fmt.Sprintf("the parent process %d (%v)", opts.ParentPID, err))
+			} else {
+				cands = append(cands, cand{p, false, fmt.Sprintf("the parent process (pid %d)", opts.ParentPID)})
+			}
+		}
 		for _, script := range []string{"jupyter-server", "jupyter"} {
 			if p, ok := e.lookPath(script); ok {
 				if interp := shebangInterpreter(e, p); interp != "" {
-					cands = append(cands, cand{interp, true})
+					cands = append(cands, cand{interp, true, "the #! line of " + p})
 				}
 			}
 		}
 		for _, name := range []string{"python3", "python"} {
 			for _, p := range e.lookPathAll(name) {
-				cands = append(cands, cand{p, false})
+				cands = append(cands, cand{p, false, name + " on PATH"})
 			}
 		}
 	}
-	var tried []string
 	var fallback *Python
 	seen := map[string]bool{}
 	for _, c := range cands {
@@ -89,9 +108,11 @@ func FindPython(ctx context.Context, opts Options) (*Python, error) {
 		case py.Traitlets == "":
 			tried = append(tried, c.path+" (cannot import traitlets)")
 		case c.trusted || py.JupyterServer != "":
+			py.Source = c.source
 			return py, nil
 		default:
 			if fallback == nil {
+				py.Source = c.source
 				fallback = py
 			}
 			tried = append(tried, c.path+" (no jupyter_server)")
@@ -104,6 +125,120 @@ func FindPython(ctx context.Context, opts Options) (*Python, error) {
 		return nil, errors.New("no python3 or jupyter script on PATH")
 	}
 	return nil, fmt.Errorf("no Python with traitlets found; tried %s", strings.Join(tried, ", "))
+}
+
+// ProcessPython returns the interpreter of the running process pid (a
+// Jupyter server, say) as FindPython would take it, with the facts it
+// gives (Source "process N"). The error says why there is none: the
+// process is not a Python, cannot be inspected, or its interpreter does
+// not run or cannot import traitlets.
+func ProcessPython(ctx context.Context, opts Options, pid int) (*Python, error) {
+	e := opts.resolve()
+	p, err := processInterpreter(pid)
+	if err != nil {
+		return nil, err
+	}
+	py, err := probePython(ctx, e, p, opts.pythonTimeout())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	if py.Traitlets == "" {
+		return nil, fmt.Errorf("%s cannot import traitlets", p)
+	}
+	py.Source = fmt.Sprintf("process %d", pid)
+	return py, nil
+}
+
+// procDir is where processInterpreter reads about processes.
+const procDir = "/proc"
+
+// processInterpreter returns the path that runs the same interpreter as
+// process pid, as that process named it. /proc/<pid>/exe alone is not
+// enough: it is the binary with every symlink resolved, so for a venv
+// (whose bin/python is a symlink to the base interpreter) it would give
+// the base installation's sys.prefix. Python computes sys.executable, and
+// so sys.prefix, from argv[0]: a path (relative to the process's working
+// directory) or a name looked up on the process's PATH. That path is
+// returned when it is the same file as /proc/<pid>/exe; otherwise the
+// resolved binary is. The error says why the process does not qualify:
+// it cannot be inspected, is not a Python, or its binary was replaced since
+// it started.
+func processInterpreter(pid int) (string, error) {
+	dir := filepath.Join(procDir, strconv.Itoa(pid))
+	exeLink := filepath.Join(dir, "exe")
+	exe, err := os.Readlink(exeLink)
+	if err != nil {
+		return "", fmt.Errorf("cannot inspect it: %w", err)
+	}
+	if strings.HasSuffix(exe, " (deleted)") {
+		return "", fmt.Errorf("its interpreter %s was replaced after it started", strings.TrimSuffix(exe, " (deleted)"))
+	}
+	if !strings.Contains(filepath.Base(exe), "python") {
+		return "", fmt.Errorf("it runs %s, not a Python", exe)
+	}
+	exeInfo, err := os.Stat(exeLink)
+	if err != nil {
+		return "", fmt.Errorf("cannot inspect it: %w", err)
+	}
+	if argv0 := processArgv0(dir); argv0 != "" {
+		var p string
+		switch {
+		case filepath.IsAbs(argv0):
+			p = argv0
+		case strings.Contains(argv0, "/"):
+			if cwd, err := os.Readlink(filepath.Join(dir, "cwd")); err == nil {
+				p = filepath.Join(cwd, argv0)
+			}
+		default:
+			p = lookPathIn(processEnv(dir, "PATH"), argv0)
+		}
+		if p != "" {
+			if st, err := os.Stat(p); err == nil && os.SameFile(st, exeInfo) {
+				return filepath.Clean(p), nil
+			}
+		}
+	}
+	return exe, nil
+}
+
+// processArgv0 is argv[0] of the process whose /proc directory is dir, or
+// "" when it cannot be read.
+func processArgv0(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+	if err != nil {
+		return ""
+	}
+	argv0, _, _ := bytes.Cut(b, []byte{0})
+	return string(argv0)
+}
+
+// processEnv is the value of variable name in the environment the process
+// whose /proc directory is dir started with, or "".
+func processEnv(dir, name string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "environ"))
+	if err != nil {
+		return ""
+	}
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if k, v, ok := bytes.Cut(kv, []byte("=")); ok && string(k) == name {
+			return string(v)
+		}
+	}
+	return ""
+}
+
+// lookPathIn finds the executable file in the directories of path (a PATH
+// value), or returns "". Only absolute directories are searched.
+func lookPathIn(path, file string) string {
+	for _, d := range filepath.SplitList(path) {
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		if p := filepath.Join(d, file); isExecutable(p) {
+			return p
+		}
+	}
+	return ""
 }
 
 // shebangInterpreter returns the interpreter named on the first line of the

@@ -81,7 +81,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	if cf.servers == "" {
-		checkJupyter(ctx, r, *jupyterURL, cf)
+		checkJupyter(ctx, r, *jupyterURL, cfg)
 	}
 	if *spawn {
 		for _, e := range cfg.Entries {
@@ -98,10 +98,10 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func checkPython(r *report, cfg *jupyter.Config) {
 	py := cfg.Python
 	if py == nil {
-		r.add("warning", "no Python with traitlets found for the Jupyter server: .py config files cannot be read and {sys.prefix}/etc/jupyter is not searched; pass --python")
+		r.add("warning", "no Python with traitlets found for the Jupyter server (%s): .py config files cannot be read and {sys.prefix}/etc/jupyter is not searched; pass --python", cfg.PythonError)
 		return
 	}
-	r.add("ok", "Jupyter's Python: %s (sys.prefix %s, jupyter_server %s, traitlets %s)", py.Path, py.Prefix, orNone(py.JupyterServer), py.Traitlets)
+	r.add("ok", "Jupyter's Python: %s, found by %s (sys.prefix %s, jupyter_server %s, traitlets %s)", py.Path, py.Source, py.Prefix, orNone(py.JupyterServer), py.Traitlets)
 	if py.JupyterServer == "" {
 		r.add("warning", "%s cannot import jupyter_server: is it the Jupyter server's Python? pass --python", py.Path)
 	}
@@ -169,16 +169,23 @@ func checkRegistration(r *report, cfg *jupyter.Config) {
 }
 
 // checkJupyter finds the running Jupyter servers (or the one at url) and
-// asks each for its version.
-func checkJupyter(ctx context.Context, r *report, url string, cf configFlags) {
-	var parents []*jupyter.Parent
+// asks each for its version. For a server found from its runtime file it
+// also compares that server's own Python with the one cfg was read with:
+// the bridge that server starts reads configuration with the server's
+// Python, so a different sys.prefix means doctor checked other files.
+func checkJupyter(ctx context.Context, r *report, url string, cfg *jupyter.Config) {
+	type found struct {
+		p   *jupyter.Parent
+		pid int // 0 for --jupyter-url
+	}
+	var parents []found
 	if url != "" {
 		p, err := jupyter.FindParent(jupyter.ParentOptions{URL: url})
 		if err != nil {
 			r.add("error", "%v", err)
 			return
 		}
-		parents = append(parents, p)
+		parents = append(parents, found{p, 0})
 	} else {
 		dir := jupyter.RuntimeDir(jupyter.Options{})
 		files, _ := filepath.Glob(filepath.Join(dir, "jpserver-*.json"))
@@ -197,22 +204,37 @@ func checkJupyter(ctx context.Context, r *report, url string, cf configFlags) {
 				r.add("warning", "%s: %v", f, err)
 				continue
 			}
-			parents = append(parents, p)
+			parents = append(parents, found{p, pid})
 		}
 		if len(parents) == 0 {
 			r.add("warning", "no running Jupyter server found in %s; start one (or set JUPYTER_RUNTIME_DIR as the server has it) to check it", dir)
 			return
 		}
 	}
-	for _, p := range parents {
+	for _, f := range parents {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		v, err := p.Version(cctx)
+		v, err := f.p.Version(cctx)
 		cancel()
 		if err != nil {
-			r.add("error", "Jupyter server %s cannot be reached: %v", p, err)
+			r.add("error", "Jupyter server %s cannot be reached: %v", f.p, err)
 			continue
 		}
-		r.add("ok", "Jupyter server %s answers (jupyter_server %s)", p, v)
+		r.add("ok", "Jupyter server %s answers (jupyter_server %s)", f.p, v)
+		if f.pid == 0 {
+			continue
+		}
+		// A server run by another user, or not by a Python, cannot be
+		// compared; that is no finding.
+		spy, err := jupyter.ProcessPython(ctx, jupyter.Options{}, f.pid)
+		if err != nil {
+			continue
+		}
+		switch py := cfg.Python; {
+		case py == nil:
+			r.add("warning", "Jupyter server pid %d runs %s (sys.prefix %s), which this check could not use; pass --python %s to check the configuration the bridge it starts reads", f.pid, spy.Path, spy.Prefix, spy.Path)
+		case py.Prefix != spy.Prefix:
+			r.add("warning", "Jupyter server pid %d runs %s (sys.prefix %s), but this check used %s (sys.prefix %s, found by %s); the bridge it starts reads configuration with the server's own Python: pass --python %s to check that", f.pid, spy.Path, spy.Prefix, py.Path, py.Prefix, py.Source, spy.Path)
+		}
 	}
 }
 

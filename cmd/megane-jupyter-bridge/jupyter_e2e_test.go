@@ -237,7 +237,8 @@ func osUser(t *testing.T) string {
 // spawnExtension is a jupyter_server extension that starts the program the
 // way jupyter-server-proxy does: from the server's own process, once the
 // server runs (so jpserver-<pid>.json exists), with the server's
-// environment. MEGANE_E2E_ARGV is the command line as JSON.
+// environment. MEGANE_E2E_ARGV is the command line as JSON;
+// MEGANE_E2E_PATH, when set, is the program's PATH.
 const spawnExtension = `
 import json, os, subprocess
 from tornado.ioloop import IOLoop
@@ -248,7 +249,10 @@ def _jupyter_server_extension_points():
 def _load_jupyter_server_extension(serverapp):
     def spawn():
         log = open(os.environ["MEGANE_E2E_LOG"], "ab")
-        subprocess.Popen(json.loads(os.environ["MEGANE_E2E_ARGV"]), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        env = dict(os.environ)
+        if "MEGANE_E2E_PATH" in env:
+            env["PATH"] = env.pop("MEGANE_E2E_PATH")
+        subprocess.Popen(json.loads(os.environ["MEGANE_E2E_ARGV"]), stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
     IOLoop.current().add_callback(spawn)
 `
 
@@ -272,25 +276,7 @@ func TestJupyterRuntimeFileDiscovery(t *testing.T) {
 		"pylib/megane_e2e_spawn.py":       spawnExtension,
 		"config/jupyter_server_config.py": "c.ServerApp.jpserver_extensions = {'megane_e2e_spawn': True}\n",
 	}, []string{asProgramEnv + "=1", "MEGANE_E2E_ARGV=" + string(argv), "MEGANE_E2E_LOG=" + logFile, "GORACE=atexit_sleep_ms=0"})
-	deadline := time.Now().Add(60 * time.Second)
-	var addr string
-	for {
-		if b, err := os.ReadFile(ready); err == nil && len(b) > 0 {
-			addr = strings.TrimSpace(string(b))
-			break
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logFile)
-			t.Fatalf("the program started by Jupyter did not get ready within 60 s:\n%s", log)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			log, _ := os.ReadFile(logFile)
-			t.Logf("bridge log:\n%s", log)
-		}
-	})
+	addr := waitSpawned(t, ready, logFile)
 	owner := osUser(t)
 	for _, tc := range []e2eVerdict{
 		{name: "token", header: http.Header{"Authorization": {"token " + j.Token}}, user: owner},
@@ -303,4 +289,142 @@ func TestJupyterRuntimeFileDiscovery(t *testing.T) {
 		t.Errorf("the log does not say the parent was found from jpserver-%d.json:\n%s", j.Cmd.Process.Pid, log)
 	}
 	noCreds(t, string(log), j.Token, "")
+}
+
+// waitSpawned waits (up to 60 s) for the program a Jupyter server started to
+// write its ready file, and returns the address in it. The program's log
+// is shown if the test fails.
+func waitSpawned(t *testing.T, ready, logFile string) string {
+	t.Helper()
+	t.Cleanup(func() {
+		if t.Failed() {
+			log, _ := os.ReadFile(logFile)
+			t.Logf("bridge log:\n%s", log)
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if b, err := os.ReadFile(ready); err == nil && len(b) > 0 {
+			return strings.TrimSpace(string(b))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the program started by Jupyter did not get ready within 60 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestJupyterParentPython: Jupyter runs from a venv that is not on the
+// program's PATH (a systemd unit or an image that runs
+// /opt/venv/bin/jupyter-server directly). Started by that server with no
+// --python, the program must read Jupyter's configuration with the
+// server's own Python: the venv's sys.prefix, so {venv}/etc/jupyter, and a
+// .py file there evaluated with it. doctor, run from a shell whose PATH
+// has another Python, says so.
+func TestJupyterParentPython(t *testing.T) {
+	needPython3Jupyter(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	venv := filepath.Join(dir, "venv")
+	if out, err := exec.Command(jupytertest.Python, "-m", "venv", "--without-pip", "--system-site-packages", venv).CombinedOutput(); err != nil {
+		jupytertest.Need(t, "python3 -m venv", fmt.Errorf("%v: %s", err, out))
+	}
+	venvPython := filepath.Join(venv, "bin", "python3")
+	entries, _ := json.Marshal(map[string]any{"demo-tools": map[string]any{
+		"command": exe, "args": []string{"demo-tools"}, "env": map[string]string{asProgramEnv: "1"}}})
+	envConfig := filepath.Join(venv, "etc", "jupyter", "jupyter_server_config.py")
+	if err := os.MkdirAll(filepath.Dir(envConfig), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(envConfig, []byte("c.MeganeBuilderTools.mcp_servers = "+string(entries)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	emptyPath := filepath.Join(dir, "empty-path")
+	if err := os.Mkdir(emptyPath, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ready := filepath.Join(dir, "ready")
+	logFile := filepath.Join(dir, "bridge.log")
+	argv, _ := json.Marshal([]string{exe, "serve", "--port", "0", "--ready-file", ready,
+		"--receipt-key", filepath.Join(dir, "receipt.key")})
+	j := jupytertest.Start(t, jupytertest.Spec{
+		Python: venvPython,
+		Files: map[string]string{
+			"pylib/megane_e2e_spawn.py":       spawnExtension,
+			"config/jupyter_server_config.py": "c.ServerApp.jpserver_extensions = {'megane_e2e_spawn': True}\n",
+		},
+		Env: []string{asProgramEnv + "=1", "MEGANE_E2E_ARGV=" + string(argv), "MEGANE_E2E_LOG=" + logFile,
+			"MEGANE_E2E_PATH=" + emptyPath, "GORACE=atexit_sleep_ms=0"},
+	})
+	addr := waitSpawned(t, ready, logFile)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, _, err := bridgetest.Dial(ctx, "ws://"+addr+"/megane/builder-tools/ws",
+		http.Header{"Authorization": {"token " + j.Token}, "Host": {j.HostHdr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	connectAndCallCrystal(t, p)
+
+	log, _ := os.ReadFile(logFile)
+	want := fmt.Sprintf("path=%s found_by=\"the parent process (pid %d)\" sys_prefix=%s ", venvPython, j.Cmd.Process.Pid, venv)
+	if !strings.Contains(string(log), want) {
+		t.Errorf("the log does not say the Python came from the parent process (%s):\n%s", want, log)
+	}
+	noCreds(t, string(log), j.Token, "")
+
+	// doctor from a shell: its PATH finds /usr/bin/python3 (sys.prefix
+	// /usr), not the server's venv.
+	isolateJupyterEnv(t, j)
+	t.Setenv("PATH", "/usr/bin:/bin")
+	out, _, _ := runCLI(t, "doctor")
+	want = fmt.Sprintf("warning: Jupyter server pid %d runs %s (sys.prefix %s), but this check used /usr/bin/python3 (sys.prefix /usr, found by python3 on PATH)", j.Cmd.Process.Pid, venvPython, venv)
+	if !strings.Contains(out, want) {
+		t.Errorf("doctor does not point at the server's own Python; want %q in:\n%s", want, out)
+	}
+	out, _, _ = runCLI(t, "doctor", "--python", venvPython)
+	if !strings.Contains(out, "Jupyter's Python: "+venvPython+", found by --python (sys.prefix "+venv+",") || strings.Contains(out, "but this check used") {
+		t.Errorf("doctor --python %s:\n%s", venvPython, out)
+	}
+}
+
+// TestJupyterAllowOriginPat: a server told on its command line to accept
+// several Origins (ServerApp.allow_origin_pat, which the bridge cannot read
+// from any file) is matched with --allow-origin-pat: without it the bridge
+// refuses those pages itself; with it both are admitted, and an Origin the
+// pattern does not match is still refused.
+func TestJupyterAllowOriginPat(t *testing.T) {
+	const pat = `http://(app|lab)\.example$`
+	j := jupytertest.Start(t, jupytertest.Spec{Args: []string{"--ServerApp.allow_origin_pat=" + pat}})
+	cookie := j.LoginCookie(t)
+	isolateJupyterEnv(t, j)
+	keyFile := filepath.Join(t.TempDir(), "receipt.key")
+	owner := osUser(t)
+	args := []string{"--jupyter-url", j.URL, "--servers", demoServersFile(t, nil), "--python", "/usr/bin/python3", "--receipt-key", keyFile}
+	page := func(origin string) http.Header { return http.Header{"Cookie": {cookie}, "Origin": {origin}} }
+
+	r := startServe(t, args...)
+	checkVerdict(t, r.addr, j.HostHdr, e2eVerdict{header: page("http://app.example"), status: http.StatusForbidden})
+	r2 := startServe(t, append(args, "--allow-origin-pat", pat)...)
+	for _, tc := range []e2eVerdict{
+		{name: "app", header: page("http://app.example"), user: owner},
+		{name: "lab", header: page("http://lab.example"), user: owner},
+		{name: "not matched", header: page("http://lab.example.evil"), status: http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkVerdict(t, r2.addr, j.HostHdr, tc) })
+	}
+	for _, r := range []*running{r, r2} {
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
+		}
+		noCreds(t, r.stderr.String(), j.Token, cookie)
+	}
+	if !strings.Contains(r2.stderr.String(), "allow_origin_pat="+pat+"\n") {
+		t.Errorf("the log does not show the pattern in force:\n%s", r2.stderr)
+	}
 }

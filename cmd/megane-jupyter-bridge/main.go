@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 )
@@ -20,21 +21,70 @@ import (
 // version is the bridge's version, reported by tools:servers and --version.
 const version = "0.1.0"
 
+// exitBound is how long the program may take to stop after SIGTERM or
+// SIGINT. run stops everything it started and waits for all of it, and
+// bridge.Close is itself bounded (a stdio server's process group is
+// SIGKILLed a few seconds after it is asked to stop; an HTTP session's
+// DELETE has a timeout), so this bound is reached only through a bug.
+const exitBound = 30 * time.Second
+
 func main() {
 	bridge.RunKeeperIfRequested()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		var u usageError
-		if !errors.As(err, &u) || u.msg != "" {
-			fmt.Fprintln(os.Stderr, "megane-jupyter-bridge:", err)
+	os.Exit(program(os.Args[1:], exitBound))
+}
+
+// program is the program as main runs it, with the process's standard
+// streams: it runs run until it returns, cancelling its context at the
+// first SIGINT or SIGTERM, and returns the exit status. If run has not
+// returned bound after that signal, or a second one arrives, program
+// returns 1 at once without waiting for it: its caller must then exit the
+// process (main does), which is the only way run's goroutine is left
+// behind. The tool servers still stopping do not survive that exit: each
+// one's keeper SIGKILLs its process group when the bridge's end of the
+// lifeline closes.
+func program(args []string, bound time.Duration) int {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	result := make(chan error, 1)
+	go func() { result <- run(ctx, args, os.Stdin, os.Stdout, os.Stderr) }()
+	var deadline <-chan time.Time
+	for {
+		select {
+		case err := <-result:
+			return exitStatus(err, os.Stderr)
+		case <-sigs:
+			if deadline == nil {
+				cancel()
+				deadline = time.After(bound)
+				continue
+			}
+			fmt.Fprintln(os.Stderr, "megane-jupyter-bridge: signalled again while stopping: exiting now; the tool servers still stopping are killed")
+			return 1
+		case <-deadline:
+			fmt.Fprintf(os.Stderr, "megane-jupyter-bridge: did not stop within %s of the signal: exiting now; the tool servers still stopping are killed\n", bound)
+			return 1
 		}
-		if errors.As(err, &u) {
-			os.Exit(2)
-		}
-		os.Exit(1)
 	}
+}
+
+// exitStatus prints run's error for the person, as one line on stderr
+// (nothing for a bare usage error: the usage text is already printed), and
+// returns the exit status: 0, 2 for a command-line mistake, else 1.
+func exitStatus(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	var u usageError
+	if !errors.As(err, &u) || u.msg != "" {
+		fmt.Fprintln(stderr, "megane-jupyter-bridge:", err)
+	}
+	if errors.As(err, &u) {
+		return 2
+	}
+	return 1
 }
 
 // usageError is a command-line mistake: exit status 2.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ type serveConfig struct {
 	standalone   bool
 	token        string
 	allowOrigins stringList
+	allowPat     string
 	allowHosts   stringList
 	serversFile  string
 	logLevel     string
@@ -55,13 +57,14 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.baseURL, "base-url", "/", "the Jupyter base URL the bridge is served under")
 	fs.BoolVar(&c.standalone, "standalone", false, "run without Jupyter: require --token (or a generated one) and check Origin")
 	fs.StringVar(&c.token, "token", "", "standalone token (default: a random one, printed)")
-	fs.Var(&c.allowOrigins, "allow-origin", "an extra Origin to accept (standalone: repeatable; with Jupyter: its ServerApp.allow_origin)")
+	fs.Var(&c.allowOrigins, "allow-origin", "an extra Origin to accept (standalone: repeatable; with Jupyter: once, its ServerApp.allow_origin, replacing the configured allow_origin and allow_origin_pat)")
+	fs.StringVar(&c.allowPat, "allow-origin-pat", "", "with Jupyter: its ServerApp.allow_origin_pat, a regular expression for the Origins to accept (replaces the configured allow_origin and allow_origin_pat, like --allow-origin)")
 	fs.Var(&c.allowHosts, "allow-host", "standalone: an extra Host to accept besides loopback (repeatable)")
 	fs.StringVar(&c.serversFile, "servers", "", "read servers from this {\"mcpServers\": …} JSON file instead of Jupyter's configuration")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.readyFile, "ready-file", "", "write the listening address to this file once ready (for scripts and tests)")
 	fs.StringVar(&c.rootDir, "root-dir", "", "the Jupyter server's root_dir, for ${workspaceFolder} (default: from its runtime file)")
-	fs.StringVar(&c.python, "python", "", "the Jupyter server's Python, to read .py configuration (default: searched; \"none\" to skip)")
+	fs.StringVar(&c.python, "python", "", "the Jupyter server's Python, to read .py configuration (default: the parent Jupyter server's own, else searched on PATH; \"none\" to skip)")
 	fs.StringVar(&c.receiptKey, "receipt-key", "", "the confirmation receipts' signing key (default: <Jupyter data dir>/megane-jupyter-bridge/receipt.key)")
 	fs.StringVar(&c.jupyterURL, "jupyter-url", "", "the parent Jupyter server's URL (default: found from jpserver-<ppid>.json or JUPYTERHUB_SERVICE_URL)")
 	if err := fs.Parse(args); err != nil {
@@ -72,6 +75,21 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, usageError{fmt.Sprintf("serve: unexpected argument %q", fs.Arg(0))}
+	}
+	// With Jupyter, --allow-origin stands for the server's
+	// ServerApp.allow_origin, which holds one value, and Jupyter itself is
+	// asked about every Origin: a second one would be refused by Jupyter
+	// anyway, so it is an error rather than silently dropped. Several
+	// Origins are a pattern, as in Jupyter.
+	switch {
+	case c.standalone && c.allowPat != "":
+		return nil, usageError{"--allow-origin-pat is for Jupyter mode; with --standalone give each Origin with --allow-origin"}
+	case !c.standalone && len(c.allowOrigins) > 1:
+		return nil, usageError{fmt.Sprintf("--allow-origin is given %d times, but with Jupyter it stands for the server's ServerApp.allow_origin, one Origin or \"*\": give it once, or give --allow-origin-pat a regular expression that matches them all (as the server's ServerApp.allow_origin_pat must)", len(c.allowOrigins))}
+	case c.allowPat != "":
+		if _, err := regexp.Compile(c.allowPat); err != nil {
+			return nil, usageError{fmt.Sprintf("--allow-origin-pat: %v", err)}
+		}
 	}
 	return c, nil
 }
@@ -138,25 +156,34 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Info("shutting down")
 	case runErr = <-serveErr:
 	}
-	// Stop taking new sockets, then close every tab (their calls are answered)
-	// and stop every server, within 10 s.
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	done := make(chan struct{})
+	// Stop taking new sockets, then close every tab (their calls are
+	// answered) and stop every server. run waits for all of it, so nothing
+	// it started outlives it: bridge.Close is bounded by the bridge's own
+	// stop steps (a stdio server's group is SIGKILLed a few seconds after
+	// it is asked to stop; an HTTP session's DELETE times out). A shutdown
+	// slower than shutdownWarn is only reported; main bounds the whole
+	// (exitBound).
+	closed := make(chan struct{})
 	go func() {
 		b.Close()
-		close(done)
+		close(closed)
 	}()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownWarn)
+	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
 	select {
-	case <-done:
+	case <-closed:
 	case <-shutdownCtx.Done():
-		log.Warn("shutdown took too long")
+		log.Warn("shutdown is taking long: still stopping tool servers", "after", shutdownWarn)
+		<-closed
 	}
 	srv.Close()
 	wg.Wait()
 	return runErr
 }
+
+// shutdownWarn is how long serve's shutdown may take before it says so.
+const shutdownWarn = 10 * time.Second
 
 // listen opens the listeners: a unix socket, or the TCP port on 127.0.0.1
 // and ::1 (::1 is skipped where the machine has no IPv6 loopback).

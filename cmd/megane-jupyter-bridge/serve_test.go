@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -321,5 +323,79 @@ func TestServeConfigEditWithoutRestart(t *testing.T) {
 	c, _ := p.Request(ctx, map[string]any{"type": "tools:connect", "id": 3, "server": "demo-tools", "fingerprint": before["demo-tools"], "confirmed": true})
 	if c.Error == nil || c.Error.Code != bridge.CodeFingerprintChanged {
 		t.Fatalf("connect with the old fingerprint: %s", c)
+	}
+}
+
+// runProgram runs this test binary as the program (main's exit path) with
+// args, in a private HOME and Jupyter directories plus env, and returns
+// what it printed on stderr and its exit status.
+func runProgram(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(exe, args...)
+	cmd.Env = []string{asProgramEnv + "=1", "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0",
+		"HOME=" + filepath.Join(dir, "home"), "JUPYTER_CONFIG_DIR=" + filepath.Join(dir, "config"),
+		"JUPYTER_DATA_DIR=" + filepath.Join(dir, "data"), "JUPYTER_RUNTIME_DIR=" + filepath.Join(dir, "runtime")}
+	cmd.Env = append(cmd.Env, env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() { <-ctx.Done(); cmd.Process.Kill() }()
+	err = cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return stderr.String(), 0
+	case errors.As(err, &ee) && ee.Exited():
+		return stderr.String(), ee.ExitCode()
+	}
+	t.Fatalf("%v: %v\n%s", args, err, stderr.String())
+	return "", 0
+}
+
+// TestServeAllowOriginOnceWithJupyter: with Jupyter, --allow-origin is the
+// server's single ServerApp.allow_origin; a second one used to be dropped
+// without a word. Now the person is told, before anything starts, how to
+// allow several (--allow-origin-pat).
+func TestServeAllowOriginOnceWithJupyter(t *testing.T) {
+	stderr, code := runProgram(t, nil, "serve", "--jupyter-url", "http://127.0.0.1:1/",
+		"--allow-origin", "http://app.example", "--allow-origin", "http://lab.example")
+	want := `megane-jupyter-bridge: --allow-origin is given 2 times, but with Jupyter it stands for the server's ServerApp.allow_origin, one Origin or "*": give it once, or give --allow-origin-pat a regular expression that matches them all (as the server's ServerApp.allow_origin_pat must)` + "\n"
+	if code != 2 || stderr != want {
+		t.Errorf("exit %d, stderr:\n%s\nwant exit 2 and:\n%s", code, stderr, want)
+	}
+	stderr, code = runProgram(t, nil, "serve", "--jupyter-url", "http://127.0.0.1:1/", "--allow-origin-pat", "http://(app|lab")
+	if code != 2 || !strings.HasPrefix(stderr, "megane-jupyter-bridge: --allow-origin-pat: error parsing regexp: missing closing ): ") {
+		t.Errorf("a pattern that does not compile: exit %d, stderr:\n%s", code, stderr)
+	}
+	// Standalone takes several, each exactly.
+	r := startServe(t, "--standalone", "--token", "tok-0123456789", "--servers", demoServersFile(t, nil),
+		"--allow-origin", "http://app.example", "--allow-origin", "http://lab.example")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, origin := range []string{"http://app.example", "http://lab.example"} {
+		p, _, err := bridgetest.Dial(ctx, "ws://"+r.addr+"/megane/builder-tools/ws?token=tok-0123456789", http.Header{"Origin": {origin}})
+		if err != nil {
+			t.Fatalf("standalone, Origin %s: %v", origin, err)
+		}
+		p.Close()
+	}
+}
+
+// TestServeNoParentMessage: serve started by hand, with no Jupyter server
+// above it, says so in one line that names where it looked and what to do,
+// once (the advice used to come twice, in two wordings).
+func TestServeNoParentMessage(t *testing.T) {
+	runtime := filepath.Join(t.TempDir(), "runtime")
+	stderr, code := runProgram(t, []string{"JUPYTER_RUNTIME_DIR=" + runtime}, "serve", "--port", "0")
+	want := fmt.Sprintf("megane-jupyter-bridge: no parent Jupyter server found (no %s/jpserver-%d.json and no JUPYTERHUB_SERVICE_URL): "+
+		"start the bridge through jupyter-server-proxy (megane-jupyter-bridge install), pass --jupyter-url, or run it with --standalone\n", runtime, os.Getpid())
+	if code != 1 || stderr != want {
+		t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and:\n%s", code, stderr, want)
 	}
 }

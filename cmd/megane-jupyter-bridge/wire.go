@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,15 +40,28 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 	} else {
 		w.mode = "jupyter"
 		parent, err := jupyter.FindParent(jupyter.ParentOptions{URL: c.jupyterURL})
-		if err != nil {
+		switch {
+		case errors.Is(err, jupyter.ErrNoParent):
 			return nil, fmt.Errorf("%w: start the bridge through jupyter-server-proxy (megane-jupyter-bridge install), pass --jupyter-url, or run it with --standalone", err)
+		case err != nil:
+			return nil, fmt.Errorf("find the parent Jupyter server: %w", err)
 		}
 		if jopts.RootDir == "" {
 			jopts.RootDir = parent.RootDir
 		}
+		// The process that started serve is, under jupyter-server-proxy, the
+		// Jupyter server itself: its interpreter is the Python whose
+		// sys.prefix and traitlets Jupyter uses, wherever PATH points.
+		jopts.ParentPID = os.Getppid()
 		jo := auth.JupyterOptions{Logger: log}
-		if len(c.allowOrigins) > 0 {
-			jo.AllowOrigin = c.allowOrigins[0]
+		if len(c.allowOrigins) > 0 || c.allowPat != "" {
+			// Given on the command line (as the server may have been):
+			// both replace Jupyter's configured pair. parseServeFlags
+			// allows one --allow-origin here.
+			if len(c.allowOrigins) > 0 {
+				jo.AllowOrigin = c.allowOrigins[0]
+			}
+			jo.AllowOriginPat = c.allowPat
 		} else {
 			// Jupyter's own Origin settings, from its configuration files.
 			watcher = jupyter.NewWatcher(jopts)
@@ -138,9 +152,25 @@ func newCatalog(ctx context.Context, c *serveConfig, jopts jupyter.Options, watc
 		watcher = jupyter.NewWatcher(jopts)
 	}
 	cfg := watcher.Current(ctx)
+	logPython(jopts.Logger, cfg, jopts.Python)
 	return bridge.CatalogFunc(func(ctx context.Context) bridge.Snapshot {
 		return snapshotOf(watcher.Current(ctx))
 	}), cfg.Admin, nil
+}
+
+// logPython says which Python reads Jupyter's .py configuration and
+// sys.prefix, and why that one; or that there is none. python is the
+// --python value.
+func logPython(log *slog.Logger, cfg *jupyter.Config, python string) {
+	switch py := cfg.Python; {
+	case py != nil:
+		log.Info("Jupyter's Python", "path", py.Path, "found_by", py.Source, "sys_prefix", py.Prefix,
+			"jupyter_server", py.JupyterServer, "traitlets", py.Traitlets)
+	case python == "none":
+		log.Info("Jupyter's Python is not used (--python none): .py configuration files are not read and {sys.prefix}/etc/jupyter is not searched")
+	default:
+		log.Warn("no Python for the Jupyter server: .py configuration files are not read and {sys.prefix}/etc/jupyter is not searched; pass --python", "error", cfg.PythonError)
+	}
 }
 
 // snapshotOf converts the jupyter package's configuration into the bridge's

@@ -69,6 +69,9 @@ type Spec struct {
 	Files map[string]string
 	// Env adds to the environment of Server.Env.
 	Env []string
+	// Python is the interpreter that runs jupyter_server (a venv's
+	// bin/python3, say); "" means Python.
+	Python string
 }
 
 // Server is a running jupyter_server.
@@ -142,7 +145,11 @@ func Start(t testing.TB, spec Spec) *Server {
 		"PYTHONPATH=" + in("config") + ":" + in("pylib"),
 	}, spec.Env...)
 
-	args := []string{Python, "-m", "jupyter_server", "--no-browser", "--allow-root",
+	py := spec.Python
+	if py == "" {
+		py = Python
+	}
+	args := []string{py, "-m", "jupyter_server", "--no-browser", "--allow-root",
 		"--ServerApp.ip=127.0.0.1", "--ServerApp.port=" + strconv.Itoa(s.Port), "--ServerApp.port_retries=0",
 		"--ServerApp.token=" + s.Token, "--ServerApp.root_dir=" + in("root")}
 	args = append(args, spec.Args...)
