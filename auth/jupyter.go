@@ -214,7 +214,7 @@ func (g *JupyterGate) verdict(ctx context.Context, creds jupyter.Credentials, fr
 		return v, nil
 	case jupyter.Unauthenticated:
 		ref = &bridge.Refusal{CloseCode: CloseNoCredentials,
-			Reason: "Jupyter did not accept your credentials for this server: log in to Jupyter again (as a user with access to this server) and reload the page"}
+			Reason: "Jupyter did not accept your credentials for this server: log in as a user with access to it and reload the page"}
 	case jupyter.Forbidden:
 		ref = &bridge.Refusal{CloseCode: CloseForbidden,
 			Reason: "Jupyter says " + strconv.Quote(v.User) + " may not execute kernels here: ask the server's owner for that permission"}
