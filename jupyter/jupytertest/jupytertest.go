@@ -10,6 +10,7 @@
 package jupytertest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -72,6 +73,9 @@ type Spec struct {
 	// Python is the interpreter that runs jupyter_server (a venv's
 	// bin/python3, say); "" means Python.
 	Python string
+	// Sock makes the server listen on the unix socket Server.Sock instead
+	// of a TCP port (ServerApp.sock); URL and HostHdr then name no port.
+	Sock bool
 }
 
 // Server is a running jupyter_server.
@@ -86,6 +90,10 @@ type Server struct {
 	Dir, Inner string
 	Cmd        *exec.Cmd
 	Out        *bridgetest.Buffer // its stdout and stderr
+	// Sock is the unix socket it listens on (host view), if Spec.Sock.
+	Sock string
+	// Client reaches the server: through Sock when it listens there.
+	Client *http.Client
 
 	root string
 	env  []string
@@ -124,6 +132,15 @@ func Start(t testing.TB, spec Spec) *Server {
 		Out: &bridgetest.Buffer{}, root: spec.Root, done: make(chan struct{})}
 	s.URL = "http://127.0.0.1:" + strconv.Itoa(s.Port) + "/"
 	s.HostHdr = "127.0.0.1:" + strconv.Itoa(s.Port)
+	s.Client = &http.Client{}
+	if spec.Sock {
+		s.Sock = s.Path("jupyter.sock")
+		s.URL, s.HostHdr = "http://localhost/", "localhost"
+		s.Client.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", s.Sock)
+		}}
+	}
 	for _, d := range []string{"home", "runtime", "config", "data", "root", "pylib"} {
 		if err := os.MkdirAll(s.Path(d), 0o700); err != nil {
 			t.Fatal(err)
@@ -150,8 +167,13 @@ func Start(t testing.TB, spec Spec) *Server {
 		py = Python
 	}
 	args := []string{py, "-m", "jupyter_server", "--no-browser", "--allow-root",
-		"--ServerApp.ip=127.0.0.1", "--ServerApp.port=" + strconv.Itoa(s.Port), "--ServerApp.port_retries=0",
 		"--ServerApp.token=" + s.Token, "--ServerApp.root_dir=" + in("root")}
+	if spec.Sock {
+		// jupyter_server refuses a port together with a socket.
+		args = append(args, "--ServerApp.sock="+in("jupyter.sock"))
+	} else {
+		args = append(args, "--ServerApp.ip=127.0.0.1", "--ServerApp.port="+strconv.Itoa(s.Port), "--ServerApp.port_retries=0")
+	}
 	args = append(args, spec.Args...)
 	if spec.Root != "" {
 		args = append([]string{"chroot", spec.Root}, args...)
@@ -175,7 +197,7 @@ func Start(t testing.TB, spec Spec) *Server {
 	for {
 		req, _ := http.NewRequest("GET", s.URL+"api/status", nil)
 		req.Header.Set("Authorization", "token "+s.Token)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := s.Client.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return s
@@ -214,7 +236,7 @@ func (s *Server) Stop() {
 // sends.
 func (s *Server) LoginCookie(t testing.TB) string {
 	t.Helper()
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	client := &http.Client{Transport: s.Client.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Get(s.URL + "login")
 	if err != nil {
 		t.Fatal(err)
