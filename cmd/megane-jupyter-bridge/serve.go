@@ -84,6 +84,10 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	switch {
 	case c.standalone && c.allowPat != "":
 		return nil, usageError{"--allow-origin-pat is for Jupyter mode; with --standalone give each Origin with --allow-origin"}
+	case !c.standalone && len(c.allowHosts) > 0:
+		return nil, usageError{"--allow-host is for --standalone: with Jupyter, the Jupyter server checks the Host (ServerApp.allow_remote_access, ServerApp.local_hostnames)"}
+	case !c.standalone && c.token != "":
+		return nil, usageError{"--token is for --standalone: with Jupyter, pages connect with Jupyter's own credentials"}
 	case !c.standalone && len(c.allowOrigins) > 1:
 		return nil, usageError{fmt.Sprintf("--allow-origin is given %d times, but with Jupyter it stands for the server's ServerApp.allow_origin, one Origin or \"*\": give it once, or give --allow-origin-pat a regular expression that matches them all (as the server's ServerApp.allow_origin_pat must)", len(c.allowOrigins))}
 	case c.allowPat != "":

@@ -373,6 +373,16 @@ func TestServeAllowOriginOnceWithJupyter(t *testing.T) {
 	if code != 2 || !strings.HasPrefix(stderr, "megane-jupyter-bridge: --allow-origin-pat: error parsing regexp: missing closing ): ") {
 		t.Errorf("a pattern that does not compile: exit %d, stderr:\n%s", code, stderr)
 	}
+	// Standalone-only flags are refused with Jupyter, not ignored.
+	for _, tc := range []struct{ flag, value, want string }{
+		{"--allow-host", "lab.example", "megane-jupyter-bridge: --allow-host is for --standalone: with Jupyter, the Jupyter server checks the Host (ServerApp.allow_remote_access, ServerApp.local_hostnames)\n"},
+		{"--token", "tok-0123456789", "megane-jupyter-bridge: --token is for --standalone: with Jupyter, pages connect with Jupyter's own credentials\n"},
+	} {
+		stderr, code = runProgram(t, nil, "serve", "--jupyter-url", "http://127.0.0.1:1/", tc.flag, tc.value)
+		if code != 2 || stderr != tc.want {
+			t.Errorf("%s with Jupyter: exit %d, stderr:\n%s\nwant exit 2 and:\n%s", tc.flag, code, stderr, tc.want)
+		}
+	}
 	// Standalone takes several, each exactly.
 	r := startServe(t, "--standalone", "--token", "tok-0123456789", "--servers", demoServersFile(t, nil),
 		"--allow-origin", "http://app.example", "--allow-origin", "http://lab.example")
