@@ -101,8 +101,9 @@ func zombieChildren() []int {
 	return z
 }
 
-// noneLeft waits (up to bound) until no process carries marker, and fails
-// naming what is left.
+// noneLeft waits (up to bound) until no process carries marker and no
+// child of the test process is a zombie (a keeper that has just exited is
+// one until the bridge reaps it), and fails naming what is left.
 func noneLeft(t testing.TB, marker string, bound time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(bound)
@@ -116,8 +117,15 @@ func noneLeft(t testing.TB, marker string, bound time.Duration) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if z := zombieChildren(); len(z) > 0 {
-		t.Fatalf("unreaped children of the test process: %v", z)
+	for {
+		z := zombieChildren()
+		if len(z) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("unreaped children of the test process after %s: %v", bound, z)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
