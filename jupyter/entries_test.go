@@ -289,6 +289,17 @@ func TestDefaultStripList(t *testing.T) {
 	if again := DefaultAdmin(); !again.Strips("JUPYTERHUB_API_TOKEN") || !slices.Equal(again.StripEnv, DefaultStripEnv()) {
 		t.Errorf("changing a returned list changed the default: %q", again.StripEnv)
 	}
+	// An admin who replaces the list with strip_env starts from the one
+	// CONFIG.md shows: it must name every default.
+	doc, err := os.ReadFile("CONFIG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range DefaultStripEnv() {
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("CONFIG.md does not list %s among the variables stripped by default", name)
+		}
+	}
 }
 
 func TestAdminSyntaxError(t *testing.T) {
