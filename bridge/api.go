@@ -108,8 +108,9 @@ type Settings struct {
 }
 
 // Catalog is the bridge's view of the configuration. The bridge calls it on
-// every tools:servers and tools:connect, so an implementation re-reads (or
-// caches with a freshness check) and never blocks for long.
+// every tools:servers and tools:connect, and for tools:call at most once per
+// Options.ConfigRecheck, so an implementation re-reads (or caches with a
+// freshness check) and never blocks for long.
 type Catalog interface {
 	Snapshot(ctx context.Context) Snapshot
 }

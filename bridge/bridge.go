@@ -43,6 +43,10 @@ type Options struct {
 	CallTimeoutMax time.Duration // if zero, 30 minutes
 	IdleGrace      time.Duration // how long a session no tab holds lives on; if zero, 5s; negative, none
 	ChunkTimeout   time.Duration // an inbound chunk sequence must complete within this; if zero, 60s
+	// ConfigRecheck: a tools:call checks that its server is still configured
+	// against the Catalog as read at most this long ago (tools:servers and
+	// tools:connect always read it). If zero, 1s; negative, on every call.
+	ConfigRecheck time.Duration
 
 	ProtocolVersion string // MCP protocol version offered; if empty, "2025-11-25"
 
@@ -111,6 +115,7 @@ func (o *Options) setDefaults() {
 	defD(&o.CallTimeoutMax, 30*time.Minute)
 	defD(&o.IdleGrace, 5*time.Second)
 	defD(&o.ChunkTimeout, 60*time.Second)
+	defD(&o.ConfigRecheck, time.Second)
 	if o.ProtocolVersion == "" {
 		o.ProtocolVersion = "2025-11-25"
 	}
@@ -139,6 +144,10 @@ type Bridge struct {
 	calls     map[string]*call    // guarded by mu; by progress token, for routing progress
 	lastError map[string]string   // guarded by mu; by server name: the last failure, for tools:servers
 	lastTail  map[string][]string // guarded by mu; by server name: the stderr tail at the last failure
+
+	snapMu sync.Mutex
+	snap   Snapshot  // guarded by snapMu; the Catalog's latest answer
+	snapAt time.Time // guarded by snapMu; when that read began; zero before the first
 
 	upgrader websocket.Upgrader
 }
@@ -468,4 +477,27 @@ func (b *Bridge) untrackCall(c *call) {
 	b.mu.Lock()
 	delete(b.calls, c.token)
 	b.mu.Unlock()
+}
+
+// snapshot returns the configuration: the Catalog's answer from a read that
+// began less than maxAge ago, or a new read (always, when maxAge is not
+// positive). A call checks its server often; the Catalog may stat a score
+// of files, under a lock of its own, to answer.
+func (b *Bridge) snapshot(ctx context.Context, maxAge time.Duration) Snapshot {
+	if maxAge > 0 {
+		b.snapMu.Lock()
+		snap, at := b.snap, b.snapAt
+		b.snapMu.Unlock()
+		if !at.IsZero() && time.Since(at) < maxAge {
+			return snap
+		}
+	}
+	start := time.Now()
+	snap := b.opts.Catalog.Snapshot(ctx)
+	b.snapMu.Lock()
+	if start.After(b.snapAt) {
+		b.snap, b.snapAt = snap, start
+	}
+	b.snapMu.Unlock()
+	return snap
 }

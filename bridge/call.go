@@ -104,6 +104,10 @@ func (t *tab) handleCall(m pageMessage) {
 		t.push(errorReply(m.Type, m.ID, errorf(CodeNotConnected, "this tab is not connected to %q: send tools:connect first", *req.Server)))
 		return
 	}
+	if perr := t.stillConfigured(s.spec.Name); perr != nil {
+		t.push(errorReply(m.Type, m.ID, perr))
+		return
+	}
 	l := s.currentListing()
 	info, listed := l.tools[*req.Tool]
 	if !listed {
@@ -156,4 +160,22 @@ func (t *tab) handleCall(m pageMessage) {
 		raw, perr := s.callTool(ctx, c)
 		c.finish(raw, perr)
 	}()
+}
+
+// stillConfigured refuses a new call on a session whose entry was removed
+// from the configuration (or is now excluded by the admin's settings) since
+// the tab connected, with the code a connect would get now. The
+// configuration is the one read at most Options.ConfigRecheck ago. Calls already
+// in flight finish; the tab's share stays until it disconnects or closes.
+// An entry whose definition changed is still configured: the tab keeps
+// calling the session it connected until it connects again.
+func (t *tab) stillConfigured(name string) *protoError {
+	_, snap, ok := t.findSpec(name, t.b.opts.ConfigRecheck)
+	if ok {
+		return nil
+	}
+	if reason, forbidden := snap.Forbidden[name]; forbidden {
+		return errorf(CodeForbidden, "%s", reason)
+	}
+	return errorf(CodeUnknownServer, "%s was removed from the configuration since this tab connected: list the servers again with tools:servers", name)
 }

@@ -194,6 +194,7 @@ func TestEverything(t *testing.T) {
 }
 
 func TestHTTPServerRestartLosesSession(t *testing.T) {
+	leakCheck(t) // after the server's cleanup
 	url, restart := startEverythingHTTP(t)
 	spec := bridge.ServerSpec{Name: "everything-http", Transport: bridge.TransportHTTP, URL: url, Source: "test", Fingerprint: "sha256:e"}
 	ctx := testCtx(t, 60*time.Second)

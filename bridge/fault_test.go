@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,8 +102,9 @@ func zombieChildren() []int {
 	return z
 }
 
-// noneLeft waits (up to bound) until no process carries marker, and fails
-// naming what is left.
+// noneLeft waits (up to bound) until no process carries marker and no
+// child of the test process is a zombie (a keeper that has just exited is
+// one until the bridge reaps it), and fails naming what is left.
 func noneLeft(t testing.TB, marker string, bound time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(bound)
@@ -116,22 +118,40 @@ func noneLeft(t testing.TB, marker string, bound time.Duration) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if z := zombieChildren(); len(z) > 0 {
-		t.Fatalf("unreaped children of the test process: %v", z)
+	for {
+		z := zombieChildren()
+		if len(z) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("unreaped children of the test process after %s: %v", bound, z)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// leakCheck registers a goroutine check that runs after every other
-// cleanup of the test (the harness, the pages).
-func leakCheck(t *testing.T) {
+// leakCheck registers a goroutine check that runs after every cleanup the
+// test registers later (the harness, the pages). newHarness calls it, so
+// every relay test checks that nothing it started is left; a test that
+// sets up something with a cleanup of its own before the harness (a server
+// the bridge talks to) calls it first, and newHarness then adds no second
+// check, which would run before that cleanup.
+func leakCheck(t testing.TB) {
 	t.Helper()
+	if _, dup := leakChecked.LoadOrStore(t, true); dup {
+		return
+	}
 	opt := goleak.IgnoreCurrent()
 	t.Cleanup(func() {
+		leakChecked.Delete(t)
 		if err := goleak.Find(opt); err != nil {
 			t.Errorf("goroutines left: %v", err)
 		}
 	})
 }
+
+// leakChecked holds the tests that registered leakCheck (test-only state).
+var leakChecked sync.Map
 
 // within fails unless f returns within d; it returns f's result.
 func within[T any](t testing.TB, d time.Duration, what string, f func() T) T {

@@ -745,6 +745,115 @@ func TestConfigChangeNewFingerprint(t *testing.T) {
 	}
 }
 
+// TestRemovedServer: an entry is removed from the configuration while a tab
+// holds its session, with a call in flight. Within the recheck interval the
+// next call is refused with the code a connect gets for an unknown (or now
+// excluded) server, and never reaches the server; a connect is refused at
+// once; the call in flight finishes. Once the tab disconnects, the
+// session's process is stopped after the grace period (by /proc), not
+// before.
+func TestRemovedServer(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	j := journal(t)
+	spec, marker := faultServer(t, "gone", bridgetest.Mode{Journal: j})
+	var mu sync.Mutex
+	servers, forbidden := []bridge.ServerSpec{spec}, map[string]string(nil)
+	setConfig := func(s []bridge.ServerSpec, f map[string]string) {
+		mu.Lock()
+		servers, forbidden = s, f
+		mu.Unlock()
+	}
+	const grace = time.Second
+	const recheck = 300 * time.Millisecond
+	h := newHarness(t, bridge.Options{IdleGrace: grace, ConfigRecheck: recheck, Catalog: bridge.CatalogFunc(func(context.Context) bridge.Snapshot {
+		mu.Lock()
+		defer mu.Unlock()
+		return bridge.Snapshot{Servers: servers, Forbidden: forbidden}
+	})})
+	p := h.page(ctx)
+	connect(t, ctx, p, 1, spec)
+	p.Send(map[string]any{"type": "tools:call", "id": 2, "server": spec.Name, "tool": "slow",
+		"arguments": map[string]any{"steps": 50, "intervalMs": 50, "tag": "inflight"}})
+	if _, err := p.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:progress" && string(m.ID) == "2" }); err != nil {
+		t.Fatal(err)
+	}
+
+	// Calls go through until the bridge reads the configuration again.
+	answered := 0
+	polls := 0
+	refusedWithin := func(code string, bound time.Duration) *bridgetest.Msg {
+		t.Helper()
+		start := time.Now()
+		for {
+			polls++
+			r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": fmt.Sprint("poll-", polls), "server": spec.Name, "tool": "echo", "arguments": map[string]any{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case r.OK != nil && *r.OK:
+				answered++
+			case r.Error != nil && r.Error.Code == code:
+				return r
+			case r.Error == nil || r.Error.Code != bridge.CodeUnknownServer:
+				t.Fatalf("while waiting for %s: %s", code, r)
+			}
+			if time.Since(start) > bound {
+				t.Fatalf("calls were not refused with %s within %s of the change", code, bound)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	setConfig(nil, nil)
+	r := refusedWithin(bridge.CodeUnknownServer, recheck+2*time.Second)
+	mustErr(t, r, bridge.CodeUnknownServer)
+	if !strings.Contains(r.Error.Message, spec.Name) || !strings.Contains(r.Error.Message, "removed") {
+		t.Errorf("the refusal must say the server was removed: %q", r.Error.Message)
+	}
+	r, _ = p.Request(ctx, map[string]any{"type": "tools:connect", "id": 4, "server": spec.Name, "fingerprint": spec.Fingerprint, "confirmed": true})
+	mustErr(t, r, bridge.CodeUnknownServer)
+	// Defined but now excluded by the admin: the admin's reason.
+	setConfig(nil, map[string]string{spec.Name: spec.Name + " is excluded by the admin's settings"})
+	r = refusedWithin(bridge.CodeForbidden, recheck+2*time.Second)
+	mustErr(t, r, bridge.CodeForbidden)
+	if !strings.Contains(r.Error.Message, "admin") {
+		t.Errorf("the refusal must give the admin's reason: %q", r.Error.Message)
+	}
+	setConfig(nil, nil)
+	t.Logf("%d calls went through before the change was seen", answered)
+	for _, m := range p.All() {
+		if m.Type == "tools:call" && string(m.ID) == "2" {
+			t.Fatalf("the call in flight was answered before the refusals: %s", m)
+		}
+	}
+
+	r, err := p.Reply(ctx, "tools:call", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, r)
+	if !strings.Contains(string(r.Fields["result"]), "inflight") {
+		t.Fatalf("the call in flight must finish with its result: %s", r)
+	}
+	if calls := countOf(checkJournal(t, j), "tools/call"); calls != 1+answered {
+		t.Fatalf("the server received %d tools/call, want %d: the refused calls must not reach it", calls, 1+answered)
+	}
+	if len(procsMarked(marker)) == 0 {
+		t.Fatal("the session was stopped while the tab still held it")
+	}
+
+	r, _ = p.Request(ctx, map[string]any{"type": "tools:disconnect", "id": 6, "server": spec.Name})
+	mustOK(t, r)
+	released := time.Now()
+	noneLeft(t, marker, grace+10*time.Second)
+	if el := time.Since(released); el < grace-100*time.Millisecond {
+		t.Errorf("the session was stopped %s after the last tab released it, before the grace period of %s", el.Round(time.Millisecond), grace)
+	}
+	if n := countOf(checkJournal(t, j), "initialize"); n != 1 {
+		t.Errorf("want one session (1 initialize), got %d", n)
+	}
+}
+
 func TestForbiddenServer(t *testing.T) {
 	ctx := testCtx(t, 10*time.Second)
 	h := newHarness(t, bridge.Options{Catalog: bridge.StaticCatalog{

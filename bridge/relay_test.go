@@ -65,6 +65,7 @@ type syncBuffer = bridgetest.Buffer
 
 func newHarness(t testing.TB, opts bridge.Options, servers ...bridge.ServerSpec) *harness {
 	t.Helper()
+	leakCheck(t) // first, so that it runs after the harness's cleanup
 	h := &harness{t: t, logBuf: &syncBuffer{}}
 	if opts.Catalog == nil {
 		opts.Catalog = bridge.StaticCatalog{Servers: servers}

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -27,6 +29,11 @@ const (
 	testJunkEnv     = "MEGANE_TEST_JUNK"     // the mcp server writes banners and junk lines on stdout
 	testStubbornEnv = "MEGANE_TEST_STUBBORN" // the mcp server ignores SIGTERM and stdin EOF
 	testPidFileEnv  = "MEGANE_TEST_PIDFILE"  // where spawner writes its pids
+	// testRunEnv carries a value unique to one run of this binary. Every
+	// process the tests start inherits it (keepers, whose environment the
+	// bridge sets, are known by their executable, this binary), so that
+	// TestMain can find any process that outlived the tests.
+	testRunEnv = "MEGANE_TEST_RUN"
 )
 
 func TestMain(m *testing.M) {
@@ -40,7 +47,63 @@ func TestMain(m *testing.M) {
 	// A race-enabled binary sleeps 1 s when it exits; the servers and
 	// keepers these tests start are this binary, and stop steps are timed.
 	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-	goleak.VerifyTestMain(m)
+	var b [8]byte
+	rand.Read(b[:])
+	run := hex.EncodeToString(b[:])
+	os.Setenv(testRunEnv, run)
+	goleak.VerifyTestMain(runThenCheckProcesses{m: m, run: run})
+}
+
+// runThenCheckProcesses runs the tests, then fails the run if a process
+// they started is still there (after a moment for the last ones to be
+// stopped and reaped): each is named with its pid and command line, and
+// killed.
+type runThenCheckProcesses struct {
+	m   *testing.M
+	run string
+}
+
+func (r runThenCheckProcesses) Run() int {
+	code := r.m.Run()
+	exe, _ := os.Executable()
+	var left []int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		left = processesOfRun(r.run, exe)
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(left) == 0 {
+		return code
+	}
+	fmt.Fprintf(os.Stderr, "FAIL: %d processes started by the tests outlived them (now killed):\n", len(left))
+	for _, pid := range left {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		fmt.Fprintf(os.Stderr, "  pid %d: %s\n", pid, strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")))
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return max(code, 1)
+}
+
+// processesOfRun lists the live processes, other than this one, whose
+// environment carries this run's marker or whose executable is this test
+// binary.
+func processesOfRun(run, exe string) []int {
+	entries, _ := os.ReadDir("/proc")
+	me := os.Getpid()
+	var found []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == me {
+			continue
+		}
+		env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+		path, _ := os.Readlink("/proc/" + e.Name() + "/exe")
+		if bytes.Contains(env, []byte(testRunEnv+"="+run+"\x00")) || (exe != "" && path == exe) {
+			found = append(found, pid)
+		}
+	}
+	return found
 }
 
 func runTestServer(mode string) int {

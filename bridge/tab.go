@@ -341,7 +341,7 @@ func (t *tab) dispatch(m pageMessage) {
 	case typeDisconnect:
 		t.handleDisconnect(m)
 	case typeOpenSettings:
-		snap := t.b.opts.Catalog.Snapshot(t.ctx)
+		snap := t.b.snapshot(t.ctx, 0)
 		settings := snap.Settings
 		if settings.Files == nil {
 			settings.Files = []SettingsFile{}
@@ -385,7 +385,7 @@ func ShellQuote(argv []string) string {
 }
 
 func (t *tab) serversReply(m pageMessage) []byte {
-	snap := t.b.opts.Catalog.Snapshot(t.ctx)
+	snap := t.b.snapshot(t.ctx, 0)
 	views := make([]*serverView, 0, len(snap.Servers))
 	t.mu.Lock()
 	held := make(map[string]*session, len(t.shares))
@@ -471,8 +471,10 @@ func (t *tab) removePending(id json.RawMessage, p *pending) {
 	t.mu.Unlock()
 }
 
-func (t *tab) findSpec(name string) (ServerSpec, Snapshot, bool) {
-	snap := t.b.opts.Catalog.Snapshot(t.ctx)
+// findSpec looks name up in the configuration as read at most maxAge ago
+// (read now when maxAge is not positive).
+func (t *tab) findSpec(name string, maxAge time.Duration) (ServerSpec, Snapshot, bool) {
+	snap := t.b.snapshot(t.ctx, maxAge)
 	for _, s := range snap.Servers {
 		if s.Name == name {
 			return s, snap, true
@@ -496,7 +498,7 @@ func (t *tab) handleConnect(m pageMessage) {
 		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "tools:connect needs \"server\", the name of a configured server")))
 		return
 	}
-	spec, snap, ok := t.findSpec(*req.Server)
+	spec, snap, ok := t.findSpec(*req.Server, 0)
 	if !ok {
 		if reason, forbidden := snap.Forbidden[*req.Server]; forbidden {
 			t.push(errorReply(m.Type, m.ID, errorf(CodeForbidden, "%s", reason)))

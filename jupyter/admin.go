@@ -16,27 +16,30 @@ import (
 // system-level Jupyter config directories.
 const AdminFileName = "megane_jupyter_bridge.toml"
 
-// DefaultStripEnv are the variables removed from every tool server's
+// DefaultStripEnv returns the variables removed from every tool server's
 // environment unless strip_env says otherwise: the credentials of the
 // Jupyter server and of JupyterHub that a single-user server (and so the
 // bridge) inherits, and the secrets of a Hub process in case the bridge
 // runs beside one. A name ending in "*" matches every name that starts
 // with what precedes it. Names that identify without granting access
 // (JUPYTERHUB_USER, JUPYTERHUB_API_URL, JUPYTERHUB_CLIENT_ID,
-// JUPYTERHUB_SERVICE_PREFIX, ...) are kept: tools may use them.
-var DefaultStripEnv = []string{
-	"JUPYTERHUB_API_TOKEN",           // the single-user server's Hub API token
-	"JPY_API_TOKEN",                  // its older name, still set by JupyterHub
-	"JUPYTER_TOKEN",                  // the Jupyter server's own login token
-	"JPY_COOKIE_SECRET",              // the Hub's cookie secret
-	"JUPYTERHUB_CRYPT_KEY",           // the Hub's auth-state encryption key
-	"CONFIGPROXY_AUTH_TOKEN",         // configurable-http-proxy's API token
-	"MEGANE_JUPYTER_BRIDGE_*",        // the bridge's own settings and tokens
-	"JUPYTER_PASSWORD",               // a login password
-	"JUPYTERHUB_OAUTH_CLIENT_SECRET", // the server's OAuth client secret
-	"JUPYTERHUB_CLIENT_SECRET",       // likewise, older name
-	"JUPYTERHUB_COOKIE_SECRET",       // the Hub's cookie secret
-	"JUPYTERHUB_SSL_KEYFILE",         // path of the internal-TLS private key
+// JUPYTERHUB_SERVICE_PREFIX, ...) are kept: tools may use them. Each call
+// returns a new slice, so no caller can change the list for the others.
+func DefaultStripEnv() []string {
+	return []string{
+		"JUPYTERHUB_API_TOKEN",           // the single-user server's Hub API token
+		"JPY_API_TOKEN",                  // its older name, still set by JupyterHub
+		"JUPYTER_TOKEN",                  // the Jupyter server's own login token
+		"JPY_COOKIE_SECRET",              // the Hub's cookie secret
+		"JUPYTERHUB_CRYPT_KEY",           // the Hub's auth-state encryption key
+		"CONFIGPROXY_AUTH_TOKEN",         // configurable-http-proxy's API token
+		"MEGANE_JUPYTER_BRIDGE_*",        // the bridge's own settings and tokens
+		"JUPYTER_PASSWORD",               // a login password
+		"JUPYTERHUB_OAUTH_CLIENT_SECRET", // the server's OAuth client secret
+		"JUPYTERHUB_CLIENT_SECRET",       // likewise, older name
+		"JUPYTERHUB_COOKIE_SECRET",       // the Hub's cookie secret
+		"JUPYTERHUB_SSL_KEYFILE",         // path of the internal-TLS private key
+	}
 }
 
 // AdminSettings are the admin's settings from megane_jupyter_bridge.toml.
@@ -53,7 +56,7 @@ type AdminSettings struct {
 	MaxCallsPerServer int // [limits] max_calls_per_server: calls in flight per server
 
 	// StripEnv are the variable names (or NAME_* prefixes) removed from
-	// the environment of every stdio server. Load sets DefaultStripEnv
+	// the environment of every stdio server. Load sets DefaultStripEnv()
 	// unless strip_env replaces it; strip_env_extra adds to it.
 	StripEnv []string
 
@@ -72,7 +75,7 @@ type AdminSettings struct {
 // DefaultAdmin returns the settings that apply without any admin file.
 func DefaultAdmin() AdminSettings {
 	return AdminSettings{
-		StripEnv:         append([]string(nil), DefaultStripEnv...),
+		StripEnv:         DefaultStripEnv(),
 		AllowUserServers: true,
 		DefaultServer:    true,
 	}

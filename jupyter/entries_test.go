@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -261,6 +262,43 @@ url = "http://example.org/mcp"
 	}
 	if _, ok := entryByName(cfg, "mine"); ok {
 		t.Error("a user server is offered although the admin forbids them")
+	}
+}
+
+// TestDefaultStripList: without an admin file, the Jupyter and Hub
+// credentials are stripped and identifying names are kept; and a caller
+// that changes the list it got changes nobody else's.
+func TestDefaultStripList(t *testing.T) {
+	a := DefaultAdmin()
+	for _, name := range []string{"JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "JUPYTER_TOKEN", "JPY_COOKIE_SECRET",
+		"CONFIGPROXY_AUTH_TOKEN", "MEGANE_JUPYTER_BRIDGE_TOKEN", "JUPYTERHUB_OAUTH_CLIENT_SECRET"} {
+		if !a.Strips(name) {
+			t.Errorf("%s reaches tool servers by default", name)
+		}
+	}
+	for _, name := range []string{"JUPYTERHUB_USER", "JUPYTERHUB_API_URL", "HTTPS_PROXY", "PATH", "HOME"} {
+		if a.Strips(name) {
+			t.Errorf("%s is stripped by default; tools may need it", name)
+		}
+	}
+	got := DefaultStripEnv()
+	for i := range got {
+		got[i] = "NOTHING_" + got[i]
+	}
+	a.StripEnv[0] = "NOTHING"
+	if again := DefaultAdmin(); !again.Strips("JUPYTERHUB_API_TOKEN") || !slices.Equal(again.StripEnv, DefaultStripEnv()) {
+		t.Errorf("changing a returned list changed the default: %q", again.StripEnv)
+	}
+	// An admin who replaces the list with strip_env starts from the one
+	// CONFIG.md shows: it must name every default.
+	doc, err := os.ReadFile("CONFIG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range DefaultStripEnv() {
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("CONFIG.md does not list %s among the variables stripped by default", name)
+		}
 	}
 }
 

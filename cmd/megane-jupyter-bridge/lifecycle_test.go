@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 )
 
 // The lifecycle tests signal the program as a separate process (this test
@@ -45,7 +47,9 @@ type bridgeProcess struct {
 	err    error         // cmd.Wait's result, set before exited is closed
 }
 
-func startBridgeProcess(t *testing.T) *bridgeProcess {
+// startBridgeProcess starts the program; env is added to the environment it
+// inherits from this test.
+func startBridgeProcess(t *testing.T, env ...string) *bridgeProcess {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -72,6 +76,7 @@ func startBridgeProcess(t *testing.T) *bridgeProcess {
 		"HOME="+filepath.Join(dir, "home"), "JUPYTER_CONFIG_DIR="+filepath.Join(dir, "config"),
 		"JUPYTER_DATA_DIR="+filepath.Join(dir, "data"), "JUPYTER_RUNTIME_DIR="+filepath.Join(dir, "runtime"),
 		"JUPYTER_CONFIG_PATH=", "GORACE=atexit_sleep_ms=0")
+	bp.cmd.Env = append(bp.cmd.Env, env...)
 	bp.cmd.Stderr = bp.stderr
 	bp.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := bp.cmd.Start(); err != nil {
@@ -100,9 +105,8 @@ func startBridgeProcess(t *testing.T) *bridgeProcess {
 	}
 }
 
-// page connects a page to slow-tools and starts a long call with progress;
-// it returns once the call's first progress arrived.
-func (bp *bridgeProcess) pageWithCall(t *testing.T, ctx context.Context) *bridgetest.Page {
+// connectPage connects a page to slow-tools, which starts its tool server.
+func (bp *bridgeProcess) connectPage(t *testing.T, ctx context.Context) *bridgetest.Page {
 	t.Helper()
 	p, _, err := bridgetest.Dial(ctx, "ws://"+bp.addr+"/megane/builder-tools/ws?token="+bp.token, nil)
 	if err != nil {
@@ -123,6 +127,14 @@ func (bp *bridgeProcess) pageWithCall(t *testing.T, ctx context.Context) *bridge
 	if err != nil || r.OK == nil || !*r.OK {
 		t.Fatalf("connect: %v %s\n%s", err, r, bp.stderr)
 	}
+	return p
+}
+
+// pageWithCall connects a page to slow-tools and starts a long call with
+// progress; it returns once the call's first progress arrived.
+func (bp *bridgeProcess) pageWithCall(t *testing.T, ctx context.Context) *bridgetest.Page {
+	t.Helper()
+	p := bp.connectPage(t, ctx)
 	p.Send(map[string]any{"type": "tools:call", "id": 3, "server": "slow-tools", "tool": "slow",
 		"arguments": map[string]any{"steps": 100000, "intervalMs": 20, "tag": "long"}})
 	if _, err := p.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:progress" }); err != nil {
@@ -217,4 +229,140 @@ func TestLifecycleSIGKILL(t *testing.T) {
 	}
 	<-bp.exited
 	waitNoneMarked(t, bp.marker, 10*time.Second)
+}
+
+// TestCredentialsNotInherited: the program runs with the credentials a
+// single-user server inherits from JupyterHub and Jupyter in its
+// environment (every name of the default strip list, with a value no other
+// process has). Its tool server, started by a page's connect, must inherit
+// the environment without them: neither the names nor the values are in
+// /proc/<pid>/environ of the real tool server or of any other process the
+// program started (the keeper), while an ordinary variable (a proxy
+// setting the tool may need) is passed on. The program's log must not
+// carry the values either.
+func TestCredentialsNotInherited(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var rb [6]byte
+	rand.Read(rb[:])
+	run := hex.EncodeToString(rb[:])
+	// The three a single-user server always has are named here as well as
+	// through the list, so that a list that lost one of them fails too.
+	names := []string{"JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "JUPYTER_TOKEN"}
+	for _, n := range jupyter.DefaultStripEnv() {
+		if pre, ok := strings.CutSuffix(n, "*"); ok {
+			n = pre + "TEST_SECRET"
+		}
+		names = append(names, n)
+	}
+	secrets := map[string]string{} // name -> value
+	var env []string
+	for _, n := range names {
+		secrets[n] = "secret-" + strings.ToLower(n) + "-" + run
+		env = append(env, n+"="+secrets[n])
+	}
+	proxy := "HTTPS_PROXY=http://proxy-" + run + ".example.invalid:3128"
+	env = append(env, proxy)
+
+	bp := startBridgeProcess(t, env...)
+	bp.connectPage(t, ctx)
+	servers := map[int]bool{}
+	for _, pid := range markedPids(bp.marker) {
+		servers[pid] = true
+	}
+	if len(servers) == 0 {
+		t.Fatalf("no tool server process found in /proc\n%s", bp.stderr)
+	}
+	children := descendants(bp.cmd.Process.Pid)
+	for pid := range servers {
+		if !slices.Contains(children, pid) {
+			t.Fatalf("tool server %d is not a descendant of the program %d (descendants %v)", pid, bp.cmd.Process.Pid, children)
+		}
+	}
+	if len(children) < 2 {
+		t.Fatalf("want the keeper and the tool server among the program's descendants, got %v", children)
+	}
+	for _, pid := range children {
+		environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil {
+			t.Fatalf("read the environment of %d: %v", pid, err)
+		}
+		vars := strings.Split(string(environ), "\x00")
+		for name, value := range secrets {
+			for _, kv := range vars {
+				if strings.HasPrefix(kv, name+"=") {
+					t.Errorf("process %d (%s) has %s in its environment", pid, cmdlineOf(pid), name)
+				}
+				if strings.Contains(kv, value) {
+					carrier, _, _ := strings.Cut(kv, "=")
+					t.Errorf("process %d (%s) has the value of %s in its environment, in %s", pid, cmdlineOf(pid), name, carrier)
+				}
+			}
+		}
+		if servers[pid] && !slices.Contains(vars, proxy) {
+			t.Errorf("tool server %d did not inherit %s: the bridge must pass on everything but credentials", pid, proxy)
+		}
+	}
+	for name, value := range secrets {
+		if strings.Contains(bp.stderr.String(), value) {
+			t.Errorf("the program's log carries the value of %s", name)
+		}
+	}
+}
+
+// markedPids lists the processes whose environment carries marker.
+func markedPids(marker string) []int {
+	var pids []int
+	for _, line := range markedProcs(marker) {
+		pid, err := strconv.Atoi(strings.Fields(line)[0])
+		if err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// descendants lists the live processes below pid in the process tree, from
+// the parent pids in /proc.
+func descendants(pid int) []int {
+	parent := map[int]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 2 || f[0] == "Z" {
+			continue
+		}
+		if pp, err := strconv.Atoi(f[1]); err == nil {
+			parent[p] = pp
+		}
+	}
+	var out []int
+	for p := range parent {
+		for a, n := parent[p], 0; a > 1 && n < 64; a, n = parent[a], n+1 {
+			if a == pid {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func cmdlineOf(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
 }
