@@ -170,6 +170,26 @@ func TestStdioReaderLongLines(t *testing.T) {
 	}
 }
 
+// TestStdioReaderChunkedLines: lines longer than one of the chunks a long
+// line is read into arrive whole, and one over the limit is reported with
+// its exact size however the chunks fell.
+func TestStdioReaderChunkedLines(t *testing.T) {
+	text := strings.Repeat("w", 2*longLineChunk+12345)
+	line := `{"jsonrpc":"2.0","id":7,"result":"` + text + `"}`
+	input := line + "\n" + `{"jsonrpc":"2.0","id":8,"result":1}` + "\n"
+	for _, chunk := range []int{readChunk, 1 << 20, 3 << 20} {
+		msgs, _ := readAll(t, input, 16<<20, chunk)
+		if len(msgs) != 2 || describe(msgs[0]) != `res 7 "`+text+`"` || describe(msgs[1]) != "res 8 1" {
+			t.Fatalf("chunk %d: %d messages", chunk, len(msgs))
+		}
+		msgs, _ = readAll(t, input, 5<<20, chunk)
+		want := fmt.Sprintf(`err 7 %d result of %d bytes exceeds the limit of %d bytes {"limit":%d,"size":%d}`, CodeTooLarge, len(line), 5<<20, 5<<20, len(line))
+		if len(msgs) != 2 || describe(msgs[0]) != want || describe(msgs[1]) != "res 8 1" {
+			t.Fatalf("chunk %d, over the limit: %d messages, first %.200s", chunk, len(msgs), describe(msgs[0]))
+		}
+	}
+}
+
 // TestStdioReaderFilterOwnsLine checks that FilterIncoming may keep the
 // bytes it is given.
 func TestStdioReaderFilterOwnsLine(t *testing.T) {
