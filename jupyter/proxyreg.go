@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -34,16 +35,25 @@ type LauncherEntry struct {
 }
 
 // Registration returns the registration that runs the bridge at binary.
-func Registration(binary string) ProxyRegistration {
+// jupyterURL, if not empty, is given to serve as --jupyter-url: the
+// Jupyter server to ask for verdicts when the bridge cannot ask its parent
+// directly (JupyterHub with internal SSL). jupyter-server-proxy fills in
+// {base_url} there as in the other arguments.
+func Registration(binary, jupyterURL string) ProxyRegistration {
+	cmd := []string{binary, "serve", "--port={port}", "--base-url={base_url}"}
+	if jupyterURL != "" {
+		cmd = append(cmd, "--jupyter-url="+jupyterURL)
+	}
 	return ProxyRegistration{
-		Command:     []string{binary, "serve", "--port={port}", "--base-url={base_url}"},
+		Command:     cmd,
 		AbsoluteURL: false,
 		Timeout:     ProxyTimeout,
 	}
 }
 
 // IsBridgeRegistration reports whether raw is a registration that install
-// writes, for any binary path (so an older install is recognised).
+// writes, for any binary path and --jupyter-url (so an older install is
+// recognised).
 func IsBridgeRegistration(raw json.RawMessage) bool {
 	var got ProxyRegistration
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -51,8 +61,30 @@ func IsBridgeRegistration(raw json.RawMessage) bool {
 	if dec.Decode(&got) != nil || len(got.Command) == 0 {
 		return false
 	}
-	want := Registration(got.Command[0])
+	var jupyterURL string
+	if len(got.Command) == 5 {
+		u, ok := strings.CutPrefix(got.Command[4], "--jupyter-url=")
+		if !ok || u == "" {
+			return false
+		}
+		jupyterURL = u
+	}
+	want := Registration(got.Command[0], jupyterURL)
 	return reflect.DeepEqual(got, want)
+}
+
+// CheckJupyterURL checks a --jupyter-url for the registration: an http or
+// https URL with a host, in which {base_url} may stand for the server's
+// base URL.
+func CheckJupyterURL(raw string) error {
+	u, err := url.Parse(strings.ReplaceAll(raw, "{base_url}", "/user/name/"))
+	if err != nil {
+		return fmt.Errorf("--jupyter-url %q: %w", raw, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--jupyter-url %q: give an http or https URL with a host, such as https://hub.example.org{base_url}", raw)
+	}
+	return nil
 }
 
 // Install levels.
@@ -87,14 +119,15 @@ func InstallFile(ctx context.Context, level string, opts Options) (string, error
 	return filepath.Join(dir, "jupyter_server_config.json"), nil
 }
 
-// InstallRegistration merges ServerProxy.servers.megane for binary into
+// InstallRegistration merges ServerProxy.servers.megane for binary (and
+// jupyterURL, see Registration) into
 // the JSON config file at path, creating the file (and its directory) if
 // needed. Every other key and all formatting outside the inserted text are
 // kept; the file is replaced atomically with its mode kept. changed is
 // false when the registration was already there. A file that is not valid
 // JSON, or whose ServerProxy or servers is not an object, is refused.
-func InstallRegistration(path, binary string) (changed bool, err error) {
-	reg := Registration(binary)
+func InstallRegistration(path, binary, jupyterURL string) (changed bool, err error) {
+	reg := Registration(binary, jupyterURL)
 	data, mode, err := readForEdit(path)
 	if err != nil {
 		return false, err

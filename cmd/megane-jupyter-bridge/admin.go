@@ -142,6 +142,7 @@ type installFlags struct {
 	user, sysPrefix, system bool
 	python                  string
 	bridge                  string
+	jupyterURL              string
 }
 
 func parseInstallFlags(name string, args []string, stderr io.Writer) (*installFlags, string, error) {
@@ -154,6 +155,7 @@ func parseInstallFlags(name string, args []string, stderr io.Writer) (*installFl
 	fs.StringVar(&f.python, "python", "", "the Jupyter server's Python, for --sys-prefix")
 	if name == "install" {
 		fs.StringVar(&f.bridge, "bridge", "", "the bridge binary the registration runs (default: this one)")
+		fs.StringVar(&f.jupyterURL, "jupyter-url", "", "the Jupyter server serve asks for verdicts, e.g. https://hub.example.org{base_url} (needed under JupyterHub internal SSL)")
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, "", usageError{err.Error()}
@@ -174,6 +176,11 @@ func parseInstallFlags(name string, args []string, stderr io.Writer) (*installFl
 	}
 	if n > 1 {
 		return nil, "", usageError{"give at most one of --user, --sys-prefix, --system"}
+	}
+	if f.jupyterURL != "" {
+		if err := jupyter.CheckJupyterURL(f.jupyterURL); err != nil {
+			return nil, "", usageError{err.Error()}
+		}
 	}
 	return f, level, nil
 }
@@ -208,7 +215,7 @@ func runInstall(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	changed, err := jupyter.InstallRegistration(path, bin)
+	changed, err := jupyter.InstallRegistration(path, bin, f.jupyterURL)
 	if err != nil {
 		return err
 	}

@@ -119,6 +119,14 @@ func TestInstallUninstallCLI(t *testing.T) {
 	if _, _, err := runCLI(t, "install", "--user", "--system"); err == nil {
 		t.Error("two levels accepted")
 	}
+	// Under JupyterHub internal SSL: the Hub's address of the user's server.
+	out, _, err = runCLI(t, "install", "--bridge", "/opt/mjb/megane-jupyter-bridge", "--jupyter-url", "https://hub.example.org{base_url}")
+	if now, _ := os.ReadFile(path); err != nil || !strings.Contains(out, "registered") || !strings.Contains(string(now), `"--jupyter-url=https://hub.example.org{base_url}"`) {
+		t.Fatalf("install --jupyter-url: %v %s\n%s", err, out, now)
+	}
+	if _, _, err := runCLI(t, "install", "--jupyter-url", "hub.example.org"); err == nil || !strings.Contains(err.Error(), "give an http or https URL with a host") {
+		t.Errorf("install with a URL without a scheme: %v", err)
+	}
 	out, _, err = runCLI(t, "uninstall", "--user")
 	if err != nil || !strings.Contains(out, "removed") {
 		t.Fatalf("uninstall: %v %s", err, out)
