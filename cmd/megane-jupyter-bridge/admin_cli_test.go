@@ -194,6 +194,19 @@ func TestDoctor(t *testing.T) {
 			}
 		}
 		t.Logf("doctor output:\n%s", out)
+
+		// Under JupyterHub internal SSL the registration needs --jupyter-url.
+		t.Setenv("JUPYTERHUB_SSL_CERTFILE", filepath.Join(s.dir, "user.crt"))
+		out, _, err = runCLI(t, "doctor")
+		if err == nil || !strings.Contains(out, "error:   JupyterHub internal SSL is on (JUPYTERHUB_SSL_CERTFILE is set) and the registration in ") {
+			t.Errorf("doctor under internal SSL without --jupyter-url: %v\n%s", err, out)
+		}
+		if _, _, err := runCLI(t, "install", "--user", "--jupyter-url", "https://hub.example.org{base_url}"); err != nil {
+			t.Fatal(err)
+		}
+		if out, _, _ = runCLI(t, "doctor"); strings.Contains(out, "internal SSL") || !strings.Contains(out, "ok:      registered with jupyter-server-proxy") {
+			t.Errorf("doctor under internal SSL with --jupyter-url:\n%s", out)
+		}
 	})
 	t.Run("broken", func(t *testing.T) {
 		s := newAdminSandbox(t)
