@@ -141,7 +141,7 @@ func TestHub5InternalSSL(t *testing.T) {
 		tp.logs.secret(secrets...)
 		return tp, parent
 	}
-	const tlsReason = "TLS with the Jupyter server failed (JupyterHub internal SSL): ask your administrator to set --jupyter-url"
+	const tlsReason = "TLS with the Jupyter server failed; under JupyterHub internal SSL, ask your administrator to set --jupyter-url"
 
 	t.Run("asking the parent directly", func(t *testing.T) {
 		tp, parent := topology(t, env, jupyter.ParentOptions{})

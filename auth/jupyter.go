@@ -198,7 +198,7 @@ func (g *JupyterGate) verdict(ctx context.Context, creds jupyter.Credentials, fr
 				// Typically JupyterHub's internal SSL: the single-user
 				// server takes client certificates only from the Hub and
 				// its proxy, so the bridge must ask through the proxy.
-				ref.Reason = "TLS with the Jupyter server failed (JupyterHub internal SSL): ask your administrator to set --jupyter-url (see the bridge's log)"
+				ref.Reason = "TLS with the Jupyter server failed; under JupyterHub internal SSL, ask your administrator to set --jupyter-url"
 			case errors.Is(err, jupyter.ErrUnexpected):
 				ref.Reason = "the Jupyter server's answer could not be interpreted, so the bridge refuses: see the bridge's log"
 			}

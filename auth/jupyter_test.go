@@ -270,6 +270,9 @@ func TestRefusalReasonsFitACloseFrame(t *testing.T) {
 		},
 		func(jupyter.Credentials) (jupyter.Verdict, error) { return jupyter.Verdict{}, errors.New("x") },
 		func(jupyter.Credentials) (jupyter.Verdict, error) { return jupyter.Verdict{}, jupyter.ErrUnexpected },
+		func(jupyter.Credentials) (jupyter.Verdict, error) {
+			return jupyter.Verdict{}, fmt.Errorf("%w: handshake", jupyter.ErrTLS)
+		},
 	}
 	for i, o := range outcomes {
 		g := newJupyterGate(&fakeParent{answer: o}, true, "http://127.0.0.1:8888/user/someone-with-a-long-name/", JupyterOptions{})

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
@@ -169,6 +170,7 @@ func TestHubTLS(t *testing.T) {
 		serve     tls.Certificate // the parent's certificate
 		clientCAs *x509.CertPool  // non-nil: the parent requires a client certificate from these
 		host      string          // the URL's host; "" is 127.0.0.1
+		direct    bool            // found as the bridge's parent (JUPYTERHUB_SERVICE_URL), not through --jupyter-url
 		ok        bool
 		tlsErr    bool   // the error wraps ErrTLS
 		errHas    string // a substring of the error
@@ -187,7 +189,9 @@ func TestHubTLS(t *testing.T) {
 		{name: "certificate from JUPYTERHUB_SSL_CLIENT_CA for another host",
 			env: hubEnv, serve: issue(t, hubCA, "hub", []string{"10.9.8.7"}, []string{"hub.example"}), tlsErr: true, errHas: "certificate is valid for 10.9.8.7, not 127.0.0.1"},
 		{name: "parent refuses the client certificate (internal SSL asked directly)",
-			env: hubEnv, serve: own, clientCAs: hubPool, tlsErr: true, errHas: "--jupyter-url"},
+			env: hubEnv, serve: own, clientCAs: hubPool, direct: true, tlsErr: true, errHas: "certificate required); under JupyterHub internal SSL a single-user server accepts client certificates only from the Hub and its proxy: pass --jupyter-url"},
+		{name: "parent given with --jupyter-url refuses the client certificate: no internal-SSL advice",
+			env: hubEnv, serve: own, clientCAs: hubPool, tlsErr: true, errHas: "refused the connection with a TLS alert (remote error: tls: certificate required)"},
 		{name: "no SSL environment: system roots only",
 			env: map[string]string{}, serve: own, tlsErr: true, errHas: "unknown authority"},
 		{name: "wrong CA and a certificate that is not the parent's",
@@ -211,7 +215,14 @@ func TestHubTLS(t *testing.T) {
 			if host == "" {
 				host = "127.0.0.1"
 			}
-			p, err := FindParent(ParentOptions{URL: "https://" + net.JoinHostPort(host, port) + "/user/alice/", Getenv: func(k string) string { return tc.env[k] }})
+			u := "https://" + net.JoinHostPort(host, port) + "/user/alice/"
+			opts := ParentOptions{URL: u, Getenv: func(k string) string { return tc.env[k] }}
+			if tc.direct {
+				env := maps.Clone(tc.env)
+				env["JUPYTERHUB_SERVICE_URL"], env["JUPYTER_RUNTIME_DIR"] = u, t.TempDir()
+				opts = ParentOptions{Getenv: func(k string) string { return env[k] }}
+			}
+			p, err := FindParent(opts)
 			if err == nil {
 				t.Cleanup(p.Client.CloseIdleConnections)
 				_, err = p.Version(context.Background())
@@ -228,7 +239,7 @@ func TestHubTLS(t *testing.T) {
 			if errors.Is(err, ErrTLS) != tc.tlsErr {
 				t.Errorf("errors.Is(err, ErrTLS) = %v, want %v: %v", !tc.tlsErr, tc.tlsErr, err)
 			}
-			if !strings.Contains(err.Error(), tc.errHas) {
+			if !strings.Contains(err.Error(), tc.errHas) || !tc.direct && strings.Contains(err.Error(), "accepts client certificates only from the Hub") {
 				t.Errorf("error %q does not say %q", err, tc.errHas)
 			}
 		})
@@ -261,6 +272,19 @@ func TestHubTLS(t *testing.T) {
 		t.Logf("error: %v", err)
 		if err == nil || errors.Is(err, ErrTLS) {
 			t.Fatalf("want an error that is not ErrTLS, got %v", err)
+		}
+		// The handshake gives up too: the bridge closes the connection
+		// (net/http's dial outlives the request, so nothing else would).
+		c, ok := <-accepted
+		if !ok {
+			t.Fatal("the parent saw no connection")
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err = io.Copy(io.Discard, c) // the ClientHello, then the end
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatal("the bridge still holds the silent parent's connection 10 s after its request failed")
 		}
 	})
 	t.Run("no SSL environment: no configuration", func(t *testing.T) {

@@ -119,7 +119,7 @@ func FindParent(opts ParentOptions) (*Parent, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.Client, err = newParentClient(timeout, p.Base, sock, getenv)
+	p.Client, err = newParentClient(timeout, p.Base, sock, getenv, p.Source == "--jupyter-url")
 	if err != nil {
 		return nil, fmt.Errorf("parent %s (%s): %w", p.Base.Redacted(), p.Source, err)
 	}
@@ -311,10 +311,12 @@ func passwordSet(raw json.RawMessage) bool {
 }
 
 // newParentClient builds the client used for every request to the parent
-// at base. For an https base it dials TLS itself (parentTLS), so that every
+// at base. For an https base it dials TLS itself (hubTLS under JupyterHub's
+// internal SSL, else the system roots), so that every
 // TLS failure, including an alert the server sends after the handshake,
-// wraps ErrTLS.
-func newParentClient(timeout time.Duration, base *url.URL, sock string, getenv func(string) string) (*http.Client, error) {
+// wraps ErrTLS. explicit says the base came from --jupyter-url (so a TLS
+// failure is not JupyterHub's internal SSL refusing a direct question).
+func newParentClient(timeout time.Duration, base *url.URL, sock string, getenv func(string) string, explicit bool) (*http.Client, error) {
 	tr := &http.Transport{
 		Proxy:               nil, // never through an HTTP proxy: the parent is local
 		MaxIdleConnsPerHost: 4,
@@ -330,11 +332,25 @@ func newParentClient(timeout time.Duration, base *url.URL, sock string, getenv f
 		tr.DialContext = d.DialContext
 	}
 	if base.Scheme == "https" {
-		conf, err := parentTLS(getenv, base.Hostname())
+		hubConf, err := hubTLS(getenv, base.Hostname())
 		if err != nil {
 			return nil, err
 		}
+		conf := hubConf
+		if conf == nil {
+			conf = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName(base.Hostname())}
+		}
+		hint := ""
+		if hubConf != nil && !explicit {
+			hint = "; under JupyterHub internal SSL a single-user server accepts client certificates only from the Hub and its proxy: pass --jupyter-url with the Hub's public address of this server"
+		}
 		tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			// net/http dials with a context cut loose from the request, and
+			// TLSHandshakeTimeout does not apply to a dialer of one's own:
+			// bound the handshake here, or a parent that accepts TCP and
+			// then says nothing holds a goroutine and a socket per request.
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
 			raw, err := tr.DialContext(ctx, network, addr)
 			if err != nil {
 				return nil, err
@@ -346,12 +362,12 @@ func newParentClient(timeout time.Duration, base *url.URL, sock string, getenv f
 				if ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout() {
 					return nil, err // a parent that does not answer, not a TLS failure
 				}
-				if alert := tlsAlert(err, raw.RemoteAddr()); alert != err {
+				if alert := tlsAlert(err, raw.RemoteAddr(), hint); alert != err {
 					return nil, alert
 				}
 				return nil, fmt.Errorf("%w: handshake with %s: %w", ErrTLS, addr, err)
 			}
-			return alertConn{c}, nil
+			return alertConn{c, hint}, nil
 		}
 	}
 	return &http.Client{
@@ -373,36 +389,30 @@ var ErrTLS = errors.New("TLS with the Jupyter server failed")
 // sent wrap ErrTLS. With TLS 1.3 the server judges the client certificate
 // after the client's handshake has completed: its refusal arrives as an
 // alert on the first read.
-type alertConn struct{ *tls.Conn }
+type alertConn struct {
+	*tls.Conn
+	hint string // appended to the error (see tlsAlert)
+}
 
 func (c alertConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	return n, tlsAlert(err, c.RemoteAddr())
+	return n, tlsAlert(err, c.RemoteAddr(), c.hint)
 }
 
 func (c alertConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
-	return n, tlsAlert(err, c.RemoteAddr())
+	return n, tlsAlert(err, c.RemoteAddr(), c.hint)
 }
 
 // tlsAlert wraps err with ErrTLS when it is a TLS alert from the peer
-// (crypto/tls reports those as a *net.OpError with Op "remote error").
-func tlsAlert(err error, addr net.Addr) error {
+// (crypto/tls reports those as a *net.OpError with Op "remote error"),
+// followed by hint, what to do about it where that is known.
+func tlsAlert(err error, addr net.Addr, hint string) error {
 	var op *net.OpError
 	if err == nil || !errors.As(err, &op) || op.Op != "remote error" {
 		return err
 	}
-	return fmt.Errorf("%w: %s refused the connection with a TLS alert (%w); under JupyterHub internal SSL a single-user server accepts client certificates only from the Hub and its proxy: pass --jupyter-url with the Hub's public address of this server", ErrTLS, addr, err)
-}
-
-// parentTLS is the TLS configuration for the parent at host: hubTLS under
-// JupyterHub's internal SSL, else the system roots.
-func parentTLS(getenv func(string) string, host string) (*tls.Config, error) {
-	conf, err := hubTLS(getenv, host)
-	if err != nil || conf != nil {
-		return conf, err
-	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName(host)}, nil
+	return fmt.Errorf("%w: %s refused the connection with a TLS alert (%w)%s", ErrTLS, addr, err, hint)
 }
 
 // serverName is the name a certificate must carry for host: the host
