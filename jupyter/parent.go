@@ -271,13 +271,17 @@ func (rf *runtimeFile) base() (*url.URL, string, error) {
 func parseBase(raw, prefix string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("parse %q: %w", raw, err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL, which may hold a credential
+		}
+		return nil, fmt.Errorf("parse the URL: %w", err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("%q: the scheme must be http or https", u.Redacted())
+		return nil, fmt.Errorf("%q: the scheme must be http or https", shownURL(u))
 	}
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("%q: a base URL carries no user, query or fragment", u.Redacted())
+		return nil, fmt.Errorf("%q: a base URL carries no user, query or fragment", shownURL(u))
 	}
 	host, port := u.Hostname(), u.Port()
 	switch host {
@@ -301,6 +305,24 @@ func parseBase(raw, prefix string) (*url.URL, error) {
 	}
 	u.RawPath = ""
 	return u, nil
+}
+
+// shownURL is u for an error message: its user, query and fragment, which
+// may hold credentials, replaced by "…".
+func shownURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	if c.RawQuery != "" {
+		c.RawQuery = "…"
+	}
+	if c.Fragment != "" {
+		c.Fragment, c.RawFragment = "…", ""
+	}
+	if s := c.String(); u.User != nil {
+		return strings.Replace(s, "://", "://…@", 1)
+	} else {
+		return s
+	}
 }
 
 // passwordSet reports whether a runtime file's password field says a

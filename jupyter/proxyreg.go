@@ -73,16 +73,18 @@ func IsBridgeRegistration(raw json.RawMessage) bool {
 	return reflect.DeepEqual(got, want)
 }
 
-// CheckJupyterURL checks a --jupyter-url for the registration: an http or
-// https URL with a host, in which {base_url} may stand for the server's
-// base URL.
+// CheckJupyterURL checks a --jupyter-url for the registration: what serve
+// accepts (parseBase: http or https, no user, query or fragment), with an
+// explicit host, where {base_url} may stand for the server's base URL.
 func CheckJupyterURL(raw string) error {
-	u, err := url.Parse(strings.ReplaceAll(raw, "{base_url}", "/user/name/"))
-	if err != nil {
-		return fmt.Errorf("--jupyter-url %q: %w", raw, err)
+	const example = "give an http or https URL with a host, such as https://hub.example.org{base_url}"
+	const stand = "/megane-base-url/" // {base_url} while checking, put back in messages
+	sample := strings.ReplaceAll(raw, "{base_url}", stand)
+	if u, err := url.Parse(sample); err == nil && u.Host == "" {
+		return fmt.Errorf("--jupyter-url: %s", example)
 	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--jupyter-url %q: give an http or https URL with a host, such as https://hub.example.org{base_url}", raw)
+	if _, err := parseBase(sample, ""); err != nil {
+		return fmt.Errorf("--jupyter-url: %s; %s", strings.ReplaceAll(err.Error(), stand, "{base_url}"), example)
 	}
 	return nil
 }

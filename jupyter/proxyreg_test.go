@@ -200,9 +200,17 @@ func TestInstallWithJupyterURL(t *testing.T) {
 		{"hub.example.org{base_url}", false},
 		{"ftp://hub.example.org/", false},
 		{"https://{base_url}", false},
+		{"https://user:s3cret-pw@hub.example.org{base_url}", false},
+		{"https://hub.example.org{base_url}?token=s3cret-tok", false},
+		{"https://hub.example.org{base_url}#s3cret-frag", false},
+		{"https://hub.example.org:notaport/", false},
 	} {
-		if err := CheckJupyterURL(tc.url); (err == nil) != tc.ok {
+		err := CheckJupyterURL(tc.url)
+		if (err == nil) != tc.ok {
 			t.Errorf("CheckJupyterURL(%q) = %v, want ok %v", tc.url, err, tc.ok)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("CheckJupyterURL(%q) shows a credential: %v", tc.url, err)
 		}
 	}
 }
