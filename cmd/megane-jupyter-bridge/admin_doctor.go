@@ -151,6 +151,12 @@ func checkRegistration(r *report, cfg *jupyter.Config) {
 	if !jupyter.IsBridgeRegistration(raw) {
 		r.add("warning", "ServerProxy.servers.%s in %s differs from what install writes; run install again unless that is intended", jupyter.ProxyServerName, where)
 	}
+	// Under JupyterHub internal SSL the single-user server takes client
+	// certificates only from the Hub and its proxy: the bridge must ask
+	// through the Hub (--jupyter-url) or it refuses every socket.
+	if os.Getenv("JUPYTERHUB_SSL_CERTFILE") != "" && !slices.ContainsFunc(reg.Command, func(a string) bool { return strings.HasPrefix(a, "--jupyter-url") }) {
+		r.add("error", "JupyterHub internal SSL is on (JUPYTERHUB_SSL_CERTFILE is set) and the registration in %s has no --jupyter-url, so the bridge cannot ask the server and refuses every page (4503): run megane-jupyter-bridge install --jupyter-url 'https://<hub address>{base_url}'", where)
+	}
 	me, err := thisBinary()
 	if err != nil {
 		r.add("warning", "%v", err)
@@ -166,12 +172,6 @@ func checkRegistration(r *report, cfg *jupyter.Config) {
 		r.add("error", "the registration in %s runs %s, not this binary (%s); run install with the binary you mean", where, cmd, me)
 	default:
 		r.add("ok", "registered with jupyter-server-proxy as %q in %s, running %s", jupyter.ProxyServerName, where, cmd)
-	}
-	// Under JupyterHub internal SSL the single-user server takes client
-	// certificates only from the Hub and its proxy: the bridge must ask
-	// through the Hub (--jupyter-url) or it refuses every socket.
-	if os.Getenv("JUPYTERHUB_SSL_CERTFILE") != "" && !slices.ContainsFunc(reg.Command, func(a string) bool { return strings.HasPrefix(a, "--jupyter-url") }) {
-		r.add("error", "JupyterHub internal SSL is on (JUPYTERHUB_SSL_CERTFILE is set) and the registration in %s has no --jupyter-url, so the bridge cannot ask the server and refuses every page (4503): run megane-jupyter-bridge install --jupyter-url 'https://<hub address>{base_url}'", where)
 	}
 }
 
