@@ -68,29 +68,30 @@ func FindPython(ctx context.Context, opts Options) (*Python, error) {
 		path    string
 		trusted bool
 		source  string
+		parent  bool // the parent process: used only if it imports jupyter_server
 	}
 	var cands []cand
 	var tried []string
 	if opts.Python != "" {
-		cands = []cand{{opts.Python, true, "--python"}}
+		cands = []cand{{opts.Python, true, "--python", false}}
 	} else {
 		if opts.ParentPID > 0 {
 			if p, err := processInterpreter(opts.ParentPID); err != nil {
 				tried = append(tried, fmt.Sprintf("the parent process %d (%v)", opts.ParentPID, err))
 			} else {
-				cands = append(cands, cand{p, false, fmt.Sprintf("the parent process (pid %d)", opts.ParentPID)})
+				cands = append(cands, cand{p, false, fmt.Sprintf("the parent process (pid %d)", opts.ParentPID), true})
 			}
 		}
 		for _, script := range []string{"jupyter-server", "jupyter"} {
 			if p, ok := e.lookPath(script); ok {
 				if interp := shebangInterpreter(e, p); interp != "" {
-					cands = append(cands, cand{interp, true, "the #! line of " + p})
+					cands = append(cands, cand{interp, true, "the #! line of " + p, false})
 				}
 			}
 		}
 		for _, name := range []string{"python3", "python"} {
 			for _, p := range e.lookPathAll(name) {
-				cands = append(cands, cand{p, false, name + " on PATH"})
+				cands = append(cands, cand{p, false, name + " on PATH", false})
 			}
 		}
 	}
@@ -110,6 +111,8 @@ func FindPython(ctx context.Context, opts Options) (*Python, error) {
 		case c.trusted || py.JupyterServer != "":
 			py.Source = c.source
 			return py, nil
+		case c.parent:
+			tried = append(tried, c.path+" (the parent process, but it cannot import jupyter_server)")
 		default:
 			if fallback == nil {
 				py.Source = c.source
