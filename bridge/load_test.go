@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -284,13 +283,13 @@ func loadOptions() bridge.Options {
 // lost, duplicated or delivered to the wrong call or tab. It reports calls
 // per second and the heap.
 //
-// The default size (10 tabs × 50 calls, 3 progress each) keeps `go test`
-// short on a 2-core CI machine; MEGANE_LOAD_FULL=1 runs the full 50 tabs ×
-// 200 calls, which BenchmarkLoad in bench_test.go also runs.
+// It runs the size issue 5 names, 50 tabs × 200 calls (3 progress each),
+// as BenchmarkLoad in bench_test.go does: about 15 s under -race on a
+// 2-core machine. go test -short runs 10 tabs × 50 calls.
 func TestLoad(t *testing.T) {
-	size := loadSpec{tabs: 10, calls: 50, window: 4, steps: 3}
-	if os.Getenv("MEGANE_LOAD_FULL") == "1" {
-		size.tabs, size.calls = 50, 200
+	size := loadSpec{tabs: 50, calls: 200, window: 4, steps: 3}
+	if testing.Short() {
+		size.tabs, size.calls = 10, 50
 	}
 	servers := loadServers(t, 3)
 	for _, tc := range []struct {
