@@ -287,6 +287,33 @@ func TestHubTLS(t *testing.T) {
 			t.Fatal("the bridge still holds the silent parent's connection 10 s after its request failed")
 		}
 	})
+	t.Run("refusal seen first by a write, after the parent closed", func(t *testing.T) {
+		// Under load the request is written only after the parent judged
+		// the client certificate, sent its alert and closed: the write
+		// fails first, and the alert must still be what is reported.
+		srv := tlsParent(t, own, hubPool)
+		p, err := FindParent(ParentOptions{URL: srv.URL + "/user/alice/", Getenv: func(k string) string { return hubEnv[k] }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dial := p.Client.Transport.(*http.Transport).DialTLSContext
+		c, err := dial(context.Background(), "tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatalf("handshake: %v", err)
+		}
+		defer c.Close()
+		time.Sleep(300 * time.Millisecond) // the parent refuses and closes meanwhile
+		req := []byte("GET /user/alice/api HTTP/1.1\r\nHost: x\r\n\r\n")
+		for i := 0; i < 20 && err == nil; i++ {
+			_, err = c.Write(req)
+		}
+		if err == nil {
+			_, err = c.Read(make([]byte, 1))
+		}
+		if !errors.Is(err, ErrTLS) {
+			t.Fatalf("want ErrTLS, got %v", err)
+		}
+	})
 	t.Run("no SSL environment: no configuration", func(t *testing.T) {
 		conf, err := hubTLS(func(string) string { return "" }, "127.0.0.1")
 		if conf != nil || err != nil {

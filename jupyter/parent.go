@@ -423,7 +423,20 @@ func (c alertConn) Read(b []byte) (int, error) {
 
 func (c alertConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
-	return n, tlsAlert(err, c.RemoteAddr(), c.hint)
+	if err != nil {
+		if werr := tlsAlert(err, c.RemoteAddr(), c.hint); werr != err {
+			return n, werr
+		}
+		// The server may have judged the certificate, sent its alert and
+		// closed before this write (a broken pipe): the alert waits in
+		// the receive buffer. Report it rather than the write's error.
+		c.Conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		_, rerr := c.Conn.Read(make([]byte, 1))
+		if aerr := tlsAlert(rerr, c.RemoteAddr(), c.hint); aerr != rerr {
+			return n, aerr
+		}
+	}
+	return n, err
 }
 
 // tlsAlert wraps err with ErrTLS when it is a TLS alert from the peer
