@@ -36,15 +36,12 @@ func init() {
 	}
 }
 
-// bridgeProcess is the program running serve --standalone in a child.
+// bridgeProcess is the program running serve --standalone in a child,
+// with slow-tools configured.
 type bridgeProcess struct {
-	cmd    *exec.Cmd
-	addr   string
+	*programProcess
 	token  string
 	marker string // in the tool server's environment
-	stderr *lockedBuffer
-	exited chan struct{} // closed once cmd.Wait returned
-	err    error         // cmd.Wait's result, set before exited is closed
 }
 
 // startBridgeProcess starts the program; env is added to the environment it
@@ -59,7 +56,7 @@ func startBridgeProcess(t *testing.T, env ...string) *bridgeProcess {
 	var rb [6]byte
 	rand.Read(rb[:])
 	bp := &bridgeProcess{token: "lifecycle-token", marker: "lifecycle-" + hex.EncodeToString(rb[:]),
-		stderr: &lockedBuffer{}, exited: make(chan struct{})}
+		programProcess: &programProcess{stderr: &lockedBuffer{}, exited: make(chan struct{})}}
 	mode, _ := json.Marshal(bridgetest.Mode{Name: "slow-tools"})
 	servers, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
 		"slow-tools": map[string]any{"command": exe, "args": []string{"-test.run=^$"},
@@ -77,32 +74,9 @@ func startBridgeProcess(t *testing.T, env ...string) *bridgeProcess {
 		"JUPYTER_DATA_DIR="+filepath.Join(dir, "data"), "JUPYTER_RUNTIME_DIR="+filepath.Join(dir, "runtime"),
 		"JUPYTER_CONFIG_PATH=", "GORACE=atexit_sleep_ms=0")
 	bp.cmd.Env = append(bp.cmd.Env, env...)
-	bp.cmd.Stderr = bp.stderr
 	bp.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := bp.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { bp.err = bp.cmd.Wait(); close(bp.exited) }()
-	t.Cleanup(func() {
-		syscall.Kill(-bp.cmd.Process.Pid, syscall.SIGKILL)
-		<-bp.exited
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(ready); err == nil && len(b) > 0 {
-			bp.addr = strings.TrimSpace(string(b))
-			return bp
-		}
-		select {
-		case <-bp.exited:
-			t.Fatalf("the bridge exited before it was ready: %v\n%s", bp.err, bp.stderr)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the bridge did not get ready\n%s", bp.stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	launchProgram(t, bp.programProcess, ready)
+	return bp
 }
 
 // connectPage connects a page to slow-tools, which starts its tool server.

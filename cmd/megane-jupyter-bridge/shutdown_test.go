@@ -6,7 +6,6 @@ package main
 // must still exit within its bound, with the server killed.
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,7 +25,7 @@ const stuckToken = "stuck-token-0123456789"
 
 // stuckServersFile writes a servers file whose one server, "stuck", is a
 // shell script that ignores SIGTERM and never answers; its processes carry
-// MEGANE_STUCK_MARK=<marker> in their environment.
+// MEGANE_FAULT_MARK=<marker> in their environment (see markedProcs).
 func stuckServersFile(t *testing.T) (path, marker string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -39,29 +37,13 @@ func stuckServersFile(t *testing.T) (path, marker string) {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
-		"stuck": map[string]any{"command": script, "env": map[string]string{"MEGANE_STUCK_MARK": marker}},
+		"stuck": map[string]any{"command": script, "env": map[string]string{"MEGANE_FAULT_MARK": marker}},
 	}})
 	path = filepath.Join(dir, "servers.json")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path, marker
-}
-
-// stuckProcs lists the processes whose environment carries marker.
-func stuckProcs(marker string) []string {
-	entries, _ := os.ReadDir("/proc")
-	var found []string
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if bytes.Contains(env, []byte("MEGANE_STUCK_MARK="+marker+"\x00")) {
-			found = append(found, e.Name())
-		}
-	}
-	return found
 }
 
 // connectStuck opens a page on the bridge at addr and asks it to connect to
@@ -86,7 +68,7 @@ func connectStuck(t *testing.T, addr, marker string) {
 		t.Fatalf("servers: %s", m)
 	}
 	p.Send(map[string]any{"type": "tools:connect", "id": 2, "server": "stuck", "fingerprint": servers[0].Fingerprint, "confirmed": true})
-	for len(stuckProcs(marker)) == 0 {
+	for len(markedProcs(marker)) == 0 {
 		if ctx.Err() != nil {
 			t.Fatal("the stuck server did not start")
 		}
@@ -106,7 +88,7 @@ func TestServeWaitsForStuckServer(t *testing.T) {
 		t.Fatalf("serve: %v\n%s", err, r.stderr)
 	}
 	t.Logf("run returned %s after its context ended", time.Since(start).Round(time.Millisecond))
-	if left := stuckProcs(marker); len(left) > 0 {
+	if left := markedProcs(marker); len(left) > 0 {
 		t.Errorf("run returned while the stuck server still runs (pids %v)", left)
 	}
 }
@@ -134,13 +116,25 @@ func startProgram(t *testing.T, env []string, args ...string) *programProcess {
 		"HOME=" + filepath.Join(dir, "home"), "JUPYTER_CONFIG_DIR=" + filepath.Join(dir, "config"),
 		"JUPYTER_DATA_DIR=" + filepath.Join(dir, "data"), "JUPYTER_RUNTIME_DIR=" + filepath.Join(dir, "runtime"),
 		"JUPYTER_CONFIG_PATH="}, env...)
+	return launchProgram(t, pp, ready)
+}
+
+// launchProgram starts pp.cmd (the test binary as the program, serve with
+// --ready-file ready), kills it (its process group, if it has one of its
+// own) when the test ends, and waits until it is ready.
+func launchProgram(t *testing.T, pp *programProcess, ready string) *programProcess {
+	t.Helper()
 	pp.cmd.Stderr = pp.stderr
 	if err := pp.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { pp.err = pp.cmd.Wait(); close(pp.exited) }()
 	t.Cleanup(func() {
-		pp.cmd.Process.Kill()
+		if a := pp.cmd.SysProcAttr; a != nil && a.Setpgid {
+			syscall.Kill(-pp.cmd.Process.Pid, syscall.SIGKILL)
+		} else {
+			pp.cmd.Process.Kill()
+		}
 		<-pp.exited
 	})
 	deadline := time.Now().Add(30 * time.Second)
@@ -180,18 +174,6 @@ func (pp *programProcess) waitExit(t *testing.T, bound time.Duration) int {
 	return 0
 }
 
-// waitGone waits up to bound for every process carrying marker to end.
-func waitGone(t *testing.T, marker string, bound time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for len(stuckProcs(marker)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the stuck server outlived the program by %s: %v", bound, stuckProcs(marker))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestProgramExitBound: when stopping takes longer than the program's bound
 // after SIGTERM, or a second signal comes, the program exits at once with
 // status 1 and says so, and the stuck server does not survive it (its keeper
@@ -211,7 +193,7 @@ func TestProgramExitBound(t *testing.T) {
 		if !strings.Contains(pp.stderr.String(), "megane-jupyter-bridge: did not stop within 1s of the signal: exiting now; the tool servers still stopping are killed\n") {
 			t.Errorf("the program did not say why it exited:\n%s", pp.stderr)
 		}
-		waitGone(t, marker, 5*time.Second)
+		waitNoneMarked(t, marker, 5*time.Second)
 	})
 	t.Run("second signal", func(t *testing.T) {
 		file, marker := stuckServersFile(t)
@@ -226,6 +208,6 @@ func TestProgramExitBound(t *testing.T) {
 		if !strings.Contains(pp.stderr.String(), "megane-jupyter-bridge: signalled again while stopping: exiting now; the tool servers still stopping are killed\n") {
 			t.Errorf("the program did not say why it exited:\n%s", pp.stderr)
 		}
-		waitGone(t, marker, 5*time.Second)
+		waitNoneMarked(t, marker, 5*time.Second)
 	})
 }
