@@ -125,7 +125,7 @@ func (g *handlerGroup) wait() {
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t *testing.T) int { return jupytertest.FreePort(t) }
+func freePort(t *testing.T) int { return bridgetest.FreePort(t) }
 
 // jupyterServer is a Jupyter server the bridge asks for verdicts: a
 // jupyter_server process started by startJupyter, or a JupyterHub
@@ -163,18 +163,9 @@ func startJupyter(t *testing.T, spec jupyterSpec) *jupyterServer {
 		files["config/jupyter_server_config.py"] = spec.ConfigPy
 	}
 	srv := jupytertest.Start(t, jupytertest.Spec{Root: spec.Root, Args: spec.Args, Files: files})
-	getenv := func(k string) string {
-		switch k {
-		case "JUPYTER_RUNTIME_DIR":
-			return srv.Path("runtime")
-		case "HOME":
-			return srv.Path("home")
-		}
-		return ""
-	}
 	// The server answers once its runtime file is written; the Version
 	// call checks that the bridge's own client reaches it.
-	p, err := jupyter.FindParent(jupyter.ParentOptions{Getenv: getenv, PPID: srv.Cmd.Process.Pid})
+	p, err := jupyter.FindParent(jupyter.ParentOptions{Getenv: srv.Getenv, PPID: srv.Cmd.Process.Pid})
 	if err == nil {
 		_, err = p.Version(context.Background())
 	}

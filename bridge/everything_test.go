@@ -51,22 +51,12 @@ func everythingStdio(t testing.TB) bridge.ServerSpec {
 		Args: []string{js, "stdio"}, Source: "test", Fingerprint: "sha256:everything-stdio"}
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startEverythingHTTP runs server-everything's Streamable HTTP transport and
 // returns its URL; the process group is killed at cleanup.
 func startEverythingHTTP(t testing.TB) (url string, restart func()) {
 	t.Helper()
 	node, js := everythingJS(t)
-	port := freePort(t)
+	port := bridgetest.FreePort(t)
 	var cmd *exec.Cmd
 	start := func() {
 		cmd = exec.Command(node, js, "streamableHttp")

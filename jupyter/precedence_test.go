@@ -3,23 +3,15 @@ package jupyter
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
-)
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
-}
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+)
 
 // showConfig runs the real server's --show-config-json in the sandbox (this
 // initializes the server: it writes a cookie secret into the sandbox's
@@ -28,7 +20,7 @@ func freePort(t *testing.T) string {
 func showConfig(t *testing.T, py string, s *sandbox) map[string]map[string]json.RawMessage {
 	t.Helper()
 	cmd := exec.Command(py, "-m", "jupyter_server", "--show-config-json", "--no-browser",
-		"--ip=127.0.0.1", "--port="+freePort(t), "--ServerApp.port_retries=0")
+		"--ip=127.0.0.1", "--port="+strconv.Itoa(bridgetest.FreePort(t)), "--ServerApp.port_retries=0")
 	cmd.Env = s.environ()
 	cmd.Dir = s.root
 	out, err := cmd.Output()

@@ -13,16 +13,7 @@ import (
 // is found from its runtime file and asked for verdicts through the socket.
 func TestParentOverUnixSocket(t *testing.T) {
 	srv := jupytertest.Start(t, jupytertest.Spec{Sock: true})
-	getenv := func(k string) string {
-		switch k {
-		case "JUPYTER_RUNTIME_DIR":
-			return srv.Path("runtime")
-		case "HOME":
-			return srv.Path("home")
-		}
-		return ""
-	}
-	p, err := FindParent(ParentOptions{Getenv: getenv, PPID: srv.Cmd.Process.Pid})
+	p, err := FindParent(ParentOptions{Getenv: srv.Getenv, PPID: srv.Cmd.Process.Pid})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,6 +107,19 @@ func (s *Server) Path(name string) string { return filepath.Join(s.Dir, name) }
 // of its directories; a program it starts inherits it.
 func (s *Server) Env() []string { return append([]string(nil), s.env...) }
 
+// Getenv is what a program the server starts (as jupyter-server-proxy
+// starts the bridge) finds for the variables that locate the server's
+// runtime file, as seen from the host: for jupyter.ParentOptions.Getenv.
+func (s *Server) Getenv(k string) string {
+	switch k {
+	case "JUPYTER_RUNTIME_DIR":
+		return s.Path("runtime")
+	case "HOME":
+		return s.Path("home")
+	}
+	return ""
+}
+
 // Done is closed once the server has exited.
 func (s *Server) Done() <-chan struct{} { return s.done }
 
@@ -128,7 +141,7 @@ func Start(t testing.TB, spec Spec) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	s := &Server{Dir: dir, Inner: strings.TrimPrefix(dir, spec.Root), Token: token(t), Port: FreePort(t),
+	s := &Server{Dir: dir, Inner: strings.TrimPrefix(dir, spec.Root), Token: token(t), Port: bridgetest.FreePort(t),
 		Out: &bridgetest.Buffer{}, root: spec.Root, done: make(chan struct{})}
 	s.URL = "http://127.0.0.1:" + strconv.Itoa(s.Port) + "/"
 	s.HostHdr = "127.0.0.1:" + strconv.Itoa(s.Port)
@@ -276,15 +289,4 @@ func token(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b[:])
-}
-
-// FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
