@@ -64,11 +64,9 @@ func procsMarked(marker string) []string {
 		if !hit {
 			continue
 		}
-		state := "?"
-		if stat, err := os.ReadFile(filepath.Join(dir, "stat")); err == nil {
-			if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) {
-				state = string(stat[i+2])
-			}
+		state, _, ok := bridgetest.ProcStat(pid)
+		if !ok {
+			state = "?"
 		}
 		found = append(found, fmt.Sprintf("%d(%s)", pid, state))
 	}
@@ -86,16 +84,7 @@ func zombieChildren() []int {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 || i+2 >= len(stat) {
-			continue
-		}
-		f := strings.Fields(string(stat[i+2:]))
-		if len(f) > 1 && f[0] == "Z" && f[1] == strconv.Itoa(me) {
+		if state, ppid, ok := bridgetest.ProcStat(pid); ok && state == "Z" && ppid == me {
 			z = append(z, pid)
 		}
 	}
