@@ -66,7 +66,7 @@ type Options struct {
 	ReleaseAfter int64
 
 	// Page, if non-nil, is served (after the Gate admits the request) at
-	// {base}megane/builder-tools/ and {base}builder-tools/.
+	// /builder-tools/ and {base}megane/builder-tools/ (see Bridge.Paths).
 	Page http.Handler
 }
 
@@ -150,6 +150,7 @@ type Bridge struct {
 	snapAt time.Time // guarded by snapMu; when that read began; zero before the first
 
 	upgrader websocket.Upgrader
+	routes   *routes // set by New
 }
 
 // New returns a Bridge. It starts nothing until a page connects.
@@ -168,6 +169,7 @@ func New(opts Options) *Bridge {
 		lastError: map[string]string{},
 		lastTail:  map[string][]string{},
 	}
+	b.routes = newRoutes(opts.BaseURL, log)
 	b.upgrader = websocket.Upgrader{
 		ReadBufferSize:  32 << 10,
 		WriteBufferSize: 32 << 10,
@@ -181,45 +183,6 @@ func New(opts Options) *Bridge {
 type admittedKey struct{}
 
 func admittedFrom(ctx context.Context) bool { v, _ := ctx.Value(admittedKey{}).(bool); return v }
-
-// Paths returns the socket paths the bridge answers (with and without the
-// "megane/" prefix that jupyter-server-proxy strips).
-func (b *Bridge) Paths() (ws []string, page []string) {
-	base := b.opts.BaseURL
-	return []string{base + "megane/builder-tools/ws", base + "builder-tools/ws"},
-		[]string{base + "megane/builder-tools/", base + "builder-tools/"}
-}
-
-// ServeHTTP answers the readiness probe (GET {base} and GET /), the socket,
-// and the status page.
-func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ws, page := b.Paths()
-	path := r.URL.Path
-	switch {
-	case path == ws[0] || path == ws[1]:
-		b.serveSocket(w, r)
-	case b.opts.Page != nil && (strings.HasPrefix(path, page[0]) || strings.HasPrefix(path, page[1])):
-		if _, refusal := b.opts.Gate.Admit(r.Context(), r); refusal != nil {
-			status := refusal.HTTPStatus
-			if status == 0 {
-				status = http.StatusForbidden
-			}
-			http.Error(w, refusal.Reason, status)
-			return
-		}
-		prefix := page[0]
-		if !strings.HasPrefix(path, prefix) {
-			prefix = page[1]
-		}
-		http.StripPrefix(strings.TrimSuffix(prefix, "/"), b.opts.Page).ServeHTTP(w, r)
-	case path == "/" || path == b.opts.BaseURL:
-		// jupyter-server-proxy's readiness probe: any answer, at once, no credentials needed.
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "megane-jupyter-bridge\n")
-	default:
-		http.NotFound(w, r)
-	}
-}
 
 func (b *Bridge) serveSocket(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
