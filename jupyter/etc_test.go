@@ -18,7 +18,7 @@ func TestEtcFiles(t *testing.T) {
 		}
 	}
 	must(t, json.Unmarshal(data, &reg))
-	if !reflect.DeepEqual(reg.ServerProxy.Servers, map[string]ProxyRegistration{ProxyServerName: Registration("/usr/local/bin/megane-jupyter-bridge", "")}) {
+	if !reflect.DeepEqual(reg.ServerProxy.Servers, map[string]ProxyRegistration{ProxyServerName: Registration("/usr/local/bin/megane-jupyter-bridge", "", false)}) {
 		t.Errorf("etc/jupyter-server-proxy.json differs from Registration: %+v", reg)
 	}
 

@@ -14,7 +14,9 @@ import (
 )
 
 // ProxyServerName is the jupyter-server-proxy server name of the bridge:
-// {base_url}megane/builder-tools/ws reaches the bridge as /builder-tools/ws.
+// {base_url}megane/builder-tools/ws reaches the bridge as /builder-tools/ws
+// (absolute_url false) or as the whole path (absolute_url true); the
+// bridge answers both, whatever its base URL.
 const ProxyServerName = "megane"
 
 // ProxyTimeout is the readiness timeout (seconds) in the registration: how
@@ -38,22 +40,24 @@ type LauncherEntry struct {
 // jupyterURL, if not empty, is given to serve as --jupyter-url: the
 // Jupyter server to ask for verdicts when the bridge cannot ask its parent
 // directly (JupyterHub with internal SSL). jupyter-server-proxy fills in
-// {base_url} there as in the other arguments.
-func Registration(binary, jupyterURL string) ProxyRegistration {
+// {base_url} there as in the other arguments. absoluteURL is the path mode:
+// false (jupyter-server-proxy's default, what install writes unless told)
+// forwards paths with {base_url}megane stripped, true forwards them whole.
+func Registration(binary, jupyterURL string, absoluteURL bool) ProxyRegistration {
 	cmd := []string{binary, "serve", "--port={port}", "--base-url={base_url}"}
 	if jupyterURL != "" {
 		cmd = append(cmd, "--jupyter-url="+jupyterURL)
 	}
 	return ProxyRegistration{
 		Command:     cmd,
-		AbsoluteURL: false,
+		AbsoluteURL: absoluteURL,
 		Timeout:     ProxyTimeout,
 	}
 }
 
 // IsBridgeRegistration reports whether raw is a registration that install
-// writes, for any binary path and --jupyter-url (so an older install is
-// recognised).
+// writes, for any binary path, --jupyter-url and path mode (so an older
+// install is recognised).
 func IsBridgeRegistration(raw json.RawMessage) bool {
 	var got ProxyRegistration
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -69,7 +73,7 @@ func IsBridgeRegistration(raw json.RawMessage) bool {
 		}
 		jupyterURL = u
 	}
-	want := Registration(got.Command[0], jupyterURL)
+	want := Registration(got.Command[0], jupyterURL, got.AbsoluteURL)
 	return reflect.DeepEqual(got, want)
 }
 
@@ -122,14 +126,14 @@ func InstallFile(ctx context.Context, level string, opts Options) (string, error
 }
 
 // InstallRegistration merges ServerProxy.servers.megane for binary (and
-// jupyterURL, see Registration) into
+// jupyterURL and absoluteURL, see Registration) into
 // the JSON config file at path, creating the file (and its directory) if
 // needed. Every other key and all formatting outside the inserted text are
 // kept; the file is replaced atomically with its mode kept. changed is
 // false when the registration was already there. A file that is not valid
 // JSON, or whose ServerProxy or servers is not an object, is refused.
-func InstallRegistration(path, binary, jupyterURL string) (changed bool, err error) {
-	reg := Registration(binary, jupyterURL)
+func InstallRegistration(path, binary, jupyterURL string, absoluteURL bool) (changed bool, err error) {
+	reg := Registration(binary, jupyterURL, absoluteURL)
 	data, mode, err := readForEdit(path)
 	if err != nil {
 		return false, err

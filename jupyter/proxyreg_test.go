@@ -38,7 +38,7 @@ func TestInstallUninstallRoundTrip(t *testing.T) {
 				must(t, os.MkdirAll(filepath.Dir(path), 0o755))
 				must(t, os.WriteFile(path, []byte(before), 0o600))
 			}
-			changed, err := InstallRegistration(path, bin, "")
+			changed, err := InstallRegistration(path, bin, "", false)
 			if err != nil || !changed {
 				t.Fatalf("install: changed %v err %v", changed, err)
 			}
@@ -50,8 +50,8 @@ func TestInstallUninstallRoundTrip(t *testing.T) {
 			got, _ := json.Marshal(doc["ServerProxy"].(map[string]any)["servers"].(map[string]any)["megane"])
 			var reg ProxyRegistration
 			must(t, json.Unmarshal(got, &reg))
-			if !reflect.DeepEqual(reg, Registration(bin, "")) || !IsBridgeRegistration(got) {
-				t.Errorf("registration %s, want %+v", got, Registration(bin, ""))
+			if !reflect.DeepEqual(reg, Registration(bin, "", false)) || !IsBridgeRegistration(got) {
+				t.Errorf("registration %s, want %+v", got, Registration(bin, "", false))
 			}
 			if name != "missing" {
 				var old map[string]any
@@ -65,7 +65,7 @@ func TestInstallUninstallRoundTrip(t *testing.T) {
 					t.Errorf("mode %v, want 0600 kept", fi.Mode().Perm())
 				}
 			}
-			if changed, err := InstallRegistration(path, bin, ""); err != nil || changed {
+			if changed, err := InstallRegistration(path, bin, "", false); err != nil || changed {
 				t.Errorf("second install: changed %v err %v", changed, err)
 			}
 			if again, _ := os.ReadFile(path); string(again) != string(after) {
@@ -98,10 +98,10 @@ func TestInstallUninstallRoundTrip(t *testing.T) {
 func TestInstallUpdatesOldBinaryAndRefusesBadFiles(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "jupyter_server_config.json")
-	if _, err := InstallRegistration(path, "/old/megane-jupyter-bridge", ""); err != nil {
+	if _, err := InstallRegistration(path, "/old/megane-jupyter-bridge", "", false); err != nil {
 		t.Fatal(err)
 	}
-	if changed, err := InstallRegistration(path, "/new/megane-jupyter-bridge", ""); err != nil || !changed {
+	if changed, err := InstallRegistration(path, "/new/megane-jupyter-bridge", "", false); err != nil || !changed {
 		t.Fatalf("update: %v %v", changed, err)
 	}
 	data, _ := os.ReadFile(path)
@@ -110,7 +110,7 @@ func TestInstallUpdatesOldBinaryAndRefusesBadFiles(t *testing.T) {
 	}
 	for _, bad := range []string{`{"a": `, `[1]`, `{"ServerProxy": 3}`, `{"ServerProxy": {"servers": []}}`} {
 		must(t, os.WriteFile(path, []byte(bad), 0o644))
-		_, err := InstallRegistration(path, "/b", "")
+		_, err := InstallRegistration(path, "/b", "", false)
 		if err == nil || !strings.Contains(err.Error(), "refusing to change "+path) {
 			t.Errorf("%s: err %v", bad, err)
 		}
@@ -137,13 +137,13 @@ func TestInstalledRegistrationSeenByRealServer(t *testing.T) {
 	if path != filepath.Join(s.dir, "cfg", "jupyter_server_config.json") {
 		t.Fatalf("user install file %s", path)
 	}
-	if _, err := InstallRegistration(path, "/usr/bin/megane-jupyter-bridge", ""); err != nil {
+	if _, err := InstallRegistration(path, "/usr/bin/megane-jupyter-bridge", "", false); err != nil {
 		t.Fatal(err)
 	}
 	cfg := showConfig(t, py, s)
 	var servers map[string]ProxyRegistration
 	must(t, json.Unmarshal(cfg["ServerProxy"]["servers"], &servers))
-	if !reflect.DeepEqual(servers["megane"], Registration("/usr/bin/megane-jupyter-bridge", "")) {
+	if !reflect.DeepEqual(servers["megane"], Registration("/usr/bin/megane-jupyter-bridge", "", false)) {
 		t.Errorf("effective ServerProxy.servers = %+v", servers)
 	}
 	ours, err := Load(t.Context(), s.opts())
@@ -160,7 +160,7 @@ func TestInstalledRegistrationSeenByRealServer(t *testing.T) {
 func TestInstallWithJupyterURL(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "jupyter_server_config.json")
 	const bin, hub = "/usr/bin/megane-jupyter-bridge", "https://hub.example.org{base_url}"
-	if changed, err := InstallRegistration(path, bin, hub); err != nil || !changed {
+	if changed, err := InstallRegistration(path, bin, hub, false); err != nil || !changed {
 		t.Fatalf("install: %v %v", changed, err)
 	}
 	var doc struct {
@@ -177,10 +177,10 @@ func TestInstallWithJupyterURL(t *testing.T) {
 	if !reflect.DeepEqual(reg.Command, want) || !IsBridgeRegistration(raw) {
 		t.Fatalf("registration %s, want command %q", raw, want)
 	}
-	if changed, err := InstallRegistration(path, bin, hub); err != nil || changed {
+	if changed, err := InstallRegistration(path, bin, hub, false); err != nil || changed {
 		t.Fatalf("install again: %v %v", changed, err)
 	}
-	if changed, err := InstallRegistration(path, bin, ""); err != nil || !changed {
+	if changed, err := InstallRegistration(path, bin, "", false); err != nil || !changed {
 		t.Fatalf("install without the URL: %v %v", changed, err)
 	}
 	if data, _ := os.ReadFile(path); strings.Contains(string(data), "jupyter-url") {

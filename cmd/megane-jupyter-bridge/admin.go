@@ -143,6 +143,7 @@ type installFlags struct {
 	python                  string
 	bridge                  string
 	jupyterURL              string
+	absoluteURL             bool
 }
 
 func parseInstallFlags(name string, args []string, stderr io.Writer) (*installFlags, string, error) {
@@ -155,6 +156,7 @@ func parseInstallFlags(name string, args []string, stderr io.Writer) (*installFl
 	fs.StringVar(&f.python, "python", "", "the Jupyter server's Python, for --sys-prefix")
 	if name == "install" {
 		fs.StringVar(&f.bridge, "bridge", "", "the bridge binary the registration runs (default: this one)")
+		fs.BoolVar(&f.absoluteURL, "absolute-url", false, "register with absolute_url true (jupyter-server-proxy forwards whole paths); the bridge answers both modes")
 		fs.StringVar(&f.jupyterURL, "jupyter-url", "", "the Jupyter server serve asks for verdicts, e.g. https://hub.example.org{base_url} (needed under JupyterHub internal SSL)")
 	}
 	if err := fs.Parse(args); err != nil {
@@ -215,7 +217,7 @@ func runInstall(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	changed, err := jupyter.InstallRegistration(path, bin, f.jupyterURL)
+	changed, err := jupyter.InstallRegistration(path, bin, f.jupyterURL, f.absoluteURL)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ package jupytertest
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -76,6 +77,38 @@ type Spec struct {
 	// Sock makes the server listen on the unix socket Server.Sock instead
 	// of a TCP port (ServerApp.sock); URL and HostHdr then name no port.
 	Sock bool
+	// BaseURL is ServerApp.base_url ("/lab/base/"); "" means "/". URL
+	// includes it.
+	BaseURL string
+	// ServerProxy loads the jupyter-server-proxy stand-in (see
+	// ServerProxyModule), which serves c.ServerProxy.servers.
+	ServerProxy bool
+}
+
+// ServerProxyModule is the Python module of the test stand-in for
+// jupyter-server-proxy 4.4 (megane_test_server_proxy.py beside this file:
+// what it does is in its docstring). WriteServerProxy puts it in a
+// directory on a server's PYTHONPATH; jpserver_extensions loads it.
+const ServerProxyModule = "megane_test_server_proxy"
+
+//go:embed megane_test_server_proxy.py
+var serverProxySource []byte
+
+// WriteServerProxy writes the stand-in's module into dir, and into
+// configDir a jupyter_server_config.d fragment that enables it.
+func WriteServerProxy(t testing.TB, dir, configDir string) {
+	t.Helper()
+	frag := filepath.Join(configDir, "jupyter_server_config.d")
+	if err := os.MkdirAll(frag, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ServerProxyModule+".py"), serverProxySource, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	enable := `{"ServerApp": {"jpserver_extensions": {"` + ServerProxyModule + `": true}}}`
+	if err := os.WriteFile(filepath.Join(frag, ServerProxyModule+".json"), []byte(enable), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Server is a running jupyter_server.
@@ -143,7 +176,11 @@ func Start(t testing.TB, spec Spec) *Server {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	s := &Server{Dir: dir, Inner: strings.TrimPrefix(dir, spec.Root), Token: token(t), Port: bridgetest.FreePort(t),
 		Out: &bridgetest.Buffer{}, root: spec.Root, done: make(chan struct{})}
-	s.URL = "http://127.0.0.1:" + strconv.Itoa(s.Port) + "/"
+	base := spec.BaseURL
+	if base == "" {
+		base = "/"
+	}
+	s.URL = "http://127.0.0.1:" + strconv.Itoa(s.Port) + base
 	s.HostHdr = "127.0.0.1:" + strconv.Itoa(s.Port)
 	s.Client = &http.Client{}
 	if spec.Sock {
@@ -158,6 +195,9 @@ func Start(t testing.TB, spec Spec) *Server {
 		if err := os.MkdirAll(s.Path(d), 0o700); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if spec.ServerProxy {
+		WriteServerProxy(t, s.Path("pylib"), s.Path("config"))
 	}
 	for name, text := range spec.Files {
 		if err := os.WriteFile(s.Path(name), []byte(text), 0o600); err != nil {
@@ -186,6 +226,9 @@ func Start(t testing.TB, spec Spec) *Server {
 		args = append(args, "--ServerApp.sock="+in("jupyter.sock"))
 	} else {
 		args = append(args, "--ServerApp.ip=127.0.0.1", "--ServerApp.port="+strconv.Itoa(s.Port), "--ServerApp.port_retries=0")
+	}
+	if spec.BaseURL != "" {
+		args = append(args, "--ServerApp.base_url="+spec.BaseURL)
 	}
 	args = append(args, spec.Args...)
 	if spec.Root != "" {

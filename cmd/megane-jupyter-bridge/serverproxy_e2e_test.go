@@ -1,0 +1,175 @@
+package main
+
+// The bridge as deployments run it: started by (a tornado stand-in for)
+// jupyter-server-proxy inside a real jupyter_server, from the registration
+// install writes, with {port} and {base_url} filled in, and reached only
+// through the Jupyter server's own URL. Every base URL and both path modes.
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter/jupytertest"
+)
+
+// proxiedConfig is a jupyter_server_config.json holding the registration
+// install writes for binary (in mode absoluteURL) and, as the bridge's only
+// tool server, a bridgetest server run by toolBinary.
+func proxiedConfig(t *testing.T, binary, toolBinary string, absoluteURL bool) string {
+	t.Helper()
+	cfg := map[string]any{
+		"ServerProxy": map[string]any{"servers": map[string]any{
+			jupyter.ProxyServerName: jupyter.Registration(binary, "", absoluteURL),
+		}},
+		"MeganeBuilderTools": map[string]any{"mcp_servers": map[string]any{
+			jupyter.DefaultServerName: nil,
+			"bridgetest": map[string]any{"command": toolBinary, "args": []string{"-test.run=^$"},
+				"env": map[string]string{bridgetest.EnvVar: "{}"}},
+		}},
+	}
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// proxiedPage dials the bridge's socket through the Jupyter server at
+// publicBase (".../user/alice/"), as the Builder page does.
+func proxiedPage(t *testing.T, publicBase string, header http.Header) (*bridgetest.Page, *http.Response, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ws := "ws" + strings.TrimPrefix(publicBase, "http") + "megane/builder-tools/ws"
+	p, resp, err := bridgetest.Dial(ctx, ws, header)
+	if err == nil {
+		t.Cleanup(func() { p.Close() })
+	}
+	return p, resp, err
+}
+
+// connectBridgetest lists the servers, connects to bridgetest (confirming
+// it), and returns the user the bridge admitted.
+func connectBridgetest(t *testing.T, p *bridgetest.Page) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m, err := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
+	if err != nil || m.OK == nil || !*m.OK {
+		t.Fatalf("tools:servers: %v %v", err, m)
+	}
+	var servers []struct{ Name, Fingerprint string }
+	json.Unmarshal(m.Fields["servers"], &servers)
+	fp := ""
+	for _, s := range servers {
+		if s.Name == "bridgetest" {
+			fp = s.Fingerprint
+		}
+	}
+	if fp == "" {
+		t.Fatalf("bridgetest is not listed: %s", m)
+	}
+	c, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": "c", "server": "bridgetest", "fingerprint": fp, "confirmed": true})
+	if err != nil || c.OK == nil || !*c.OK {
+		t.Fatalf("connect: %v %v", err, c)
+	}
+	return m.Str("user")
+}
+
+// callAtoms calls the bridgetest atoms tool (n atoms of water, seed 7) and
+// returns the result exactly as it reached the page (reassembled if it came
+// in chunks).
+func callAtoms(t *testing.T, p *bridgetest.Page, id string, n int) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	call, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": id, "server": "bridgetest", "tool": "atoms",
+		"arguments": map[string]any{"n": n, "seed": 7}})
+	if err != nil || call.OK == nil || !*call.OK {
+		t.Fatalf("atoms: %v %.300s", err, call)
+	}
+	return call.Fields["result"]
+}
+
+func httpGet(t *testing.T, url string, header http.Header) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	c := http.Client{Timeout: 60 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestServerProxyEndToEnd: jupyter_server 1.23 at / and at /lab/base/, the
+// bridge registered in both path modes and started by the
+// jupyter-server-proxy stand-in: a page reaches the socket and the status
+// page through Jupyter's URL, runs a tool, and the refusals Jupyter makes
+// before the bridge is involved are plain HTTP 403s.
+func TestServerProxyEndToEnd(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, base := range []string{"/", "/lab/base/"} {
+		for _, abs := range []bool{false, true} {
+			name := base + " absolute_url=" + map[bool]string{false: "false", true: "true"}[abs]
+			t.Run(name, func(t *testing.T) {
+				j := jupytertest.Start(t, jupytertest.Spec{BaseURL: base, ServerProxy: true,
+					Env:   []string{asProgramEnv + "=1"},
+					Files: map[string]string{"config/jupyter_server_config.json": proxiedConfig(t, exe, exe, abs)}})
+				token := http.Header{"Authorization": {"token " + j.Token}}
+				p, _, err := proxiedPage(t, j.URL, token)
+				if err != nil {
+					t.Fatalf("the socket through Jupyter at %s: %v\n%s", j.URL, err, j.Out)
+				}
+				connectBridgetest(t, p)
+				if res := callAtoms(t, p, "a", 30); !strings.Contains(string(res), `"water-30"`) {
+					t.Fatalf("atoms result: %.300s", res)
+				}
+				// The status page and its script, through Jupyter.
+				status, body := httpGet(t, j.URL+"megane/builder-tools/", token)
+				if status != 200 || !strings.Contains(body, "app.js") {
+					t.Fatalf("status page: %d %.300s", status, body)
+				}
+				if status, body := httpGet(t, j.URL+"megane/builder-tools/app.js", token); status != 200 || !strings.Contains(body, "WebSocket") {
+					t.Fatalf("app.js: %d %.100s", status, body)
+				}
+				// Refused by Jupyter (the stand-in authenticates first): the
+				// upgrade fails with 403, which a browser reports as 1006.
+				for _, tc := range []struct {
+					name   string
+					header http.Header
+				}{
+					{"no credentials", nil},
+					{"wrong token", http.Header{"Authorization": {"token wrong"}}},
+					{"login cookie from another Origin", http.Header{"Cookie": {j.LoginCookie(t)}, "Origin": {"http://evil.example"}}},
+				} {
+					if _, resp, err := proxiedPage(t, j.URL, tc.header); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+						t.Errorf("%s: want HTTP 403 from Jupyter, got %v %v", tc.name, resp, err)
+					}
+				}
+				if !strings.Contains(j.Out.String(), "megane_test_server_proxy: starting") {
+					t.Errorf("the bridge was not started by the stand-in:\n%s", j.Out)
+				}
+				if strings.Contains(j.Out.String(), "path not served") {
+					t.Errorf("the bridge logged a path it does not serve:\n%s", j.Out)
+				}
+			})
+		}
+	}
+}
