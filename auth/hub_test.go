@@ -2,22 +2,12 @@ package auth
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
-	"net/http/cookiejar"
-	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter/jupytertest"
 )
 
 // hubConfig is a JupyterHub 5 configuration: dummy authenticator, servers
@@ -60,6 +50,14 @@ c.JupyterHub.load_roles = [
 ]
 `
 
+// startHub starts a Hub with config (see jupytertest.HubSpec) and
+// singleUserConfig as singleuser_config.py in its directory.
+func startHub(t *testing.T, root, config string) *jupytertest.Hub {
+	t.Helper()
+	return jupytertest.StartHub(t, jupytertest.HubSpec{Root: root, Config: config,
+		Files: map[string]string{"singleuser_config.py": singleUserConfig}})
+}
+
 // singleUserConfig makes the single-user server decide each action by the
 // caller's custom:jupyter_server:<action>:<resource> scopes on this server.
 const singleUserConfig = `
@@ -80,285 +78,10 @@ c = get_config()
 c.ServerApp.authorizer_class = ScopeAuthorizer
 `
 
-type hub struct {
-	Public   string // http://127.0.0.1:<port>/
-	HostHdr  string
-	APIToken string // the tester service's token
-	apiPort  int
-	chpToken string
-}
-
-func startHub(t *testing.T, root, config string) *hub {
-	t.Helper()
-	tmpRoot := os.TempDir()
-	if root != "" {
-		tmpRoot = filepath.Join(root, "tmp")
-	}
-	dir, err := os.MkdirTemp(tmpRoot, "megane-hub-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	inner := strings.TrimPrefix(dir, root)
-	port, hubPort, apiPort := freePort(t), freePort(t), freePort(t)
-	svcToken, _ := NewToken()
-	chpToken, _ := NewToken()
-	conf := fmt.Sprintf(config, inner, port, hubPort, apiPort, chpToken, svcToken, chpBinary())
-	if err := os.WriteFile(filepath.Join(dir, "jupyterhub_config.py"), []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "singleuser_config.py"), []byte(singleUserConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"/bin/sh", "-c", "cd " + inner + " && exec jupyterhub -f " + inner + "/jupyterhub_config.py"}
-	if root != "" {
-		args = append([]string{"chroot", root}, args...)
-	}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + inner, "LANG=C.UTF-8"}
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// The proxy and the servers inherit the Hub's stdout and stderr: if
-	// they outlive it, Wait would wait for them. Wait this long, then
-	// return.
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		// On SIGTERM the Hub stops the single-user servers and the proxy
-		// it started (cleanup_servers, cleanup_proxy). Those are not in its
-		// process group: JupyterHub starts both with start_new_session, so
-		// signalling the group does not reach them, and neither does
-		// Pdeathsig if the Hub dies first.
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		// Whatever the Hub left behind (it was killed, or did not finish)
-		// still has its HOME under dir: the proxy inherits the Hub's, the
-		// servers and their kernels have dir/home/<user>.
-		if left := killUnder(inner); len(left) > 0 {
-			t.Logf("killed processes the Hub left running: %v", left)
-		}
-		if t.Failed() {
-			t.Logf("jupyterhub output:\n%s", out.String())
-		}
-	})
-	h := &hub{Public: "http://127.0.0.1:" + strconv.Itoa(port) + "/", HostHdr: "127.0.0.1:" + strconv.Itoa(port),
-		APIToken: svcToken, apiPort: apiPort, chpToken: chpToken}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		resp, err := http.Get(h.Public + "hub/api/")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return h
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("jupyterhub exited:\n%s", out.String())
-		case <-time.After(300 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jupyterhub did not answer within 90 s:\n%s", out.String())
-		}
-	}
-}
-
-// api calls the Hub's REST API as the tester service.
-func (h *hub) api(t *testing.T, method, path string, body any, into any) int {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = strings.NewReader(string(b))
-	}
-	req, _ := http.NewRequest(method, h.Public+"hub/api/"+path, rd)
-	req.Header.Set("Authorization", "token "+h.APIToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if into != nil && resp.StatusCode < 300 {
-		if err := json.Unmarshal(data, into); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, path, err, data)
-		}
-	}
-	if resp.StatusCode >= 400 {
-		t.Fatalf("%s %s: %s: %s", method, path, resp.Status, data)
-	}
-	return resp.StatusCode
-}
-
-// startServer starts user's default server and returns its internal URL
-// (the proxy's route target) once it is ready.
-func (h *hub) startServer(t *testing.T, user string) string {
-	t.Helper()
-	h.spawn(t, user)
-	return h.route(t, user)
-}
-
-// spawn creates the users user, bob and vera, starts user's default
-// server, waits until the Hub says it is ready, and returns its process id
-// (the spawner's state).
-func (h *hub) spawn(t *testing.T, user string) int {
-	t.Helper()
-	h.api(t, "POST", "users", map[string]any{"usernames": []string{user, "bob", "vera"}}, nil)
-	h.api(t, "POST", "users/"+user+"/server", nil, nil)
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		var u struct {
-			Servers map[string]struct {
-				Ready bool `json:"ready"`
-				State struct {
-					PID int `json:"pid"`
-				} `json:"state"`
-			} `json:"servers"`
-		}
-		h.api(t, "GET", "users/"+user, nil, &u)
-		if s, ok := u.Servers[""]; ok && s.Ready {
-			return s.State.PID
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s's server was not ready within 90 s", user)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-}
-
-// route returns the proxy's route target for user's default server, from
-// configurable-http-proxy's REST API (plain http: not under internal SSL).
-func (h *hub) route(t *testing.T, user string) string {
-	t.Helper()
-	req, _ := http.NewRequest("GET", "http://127.0.0.1:"+strconv.Itoa(h.apiPort)+"/api/routes", nil)
-	req.Header.Set("Authorization", "token "+h.chpToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var routes map[string]struct {
-		Target string `json:"target"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&routes); err != nil {
-		t.Fatal(err)
-	}
-	r, ok := routes["/user/"+user]
-	if !ok {
-		t.Fatalf("no proxy route for %s: %v", user, routes)
-	}
-	return r.Target
-}
-
-// killUnder kills (SIGKILL) every process whose HOME is dir or below it and
-// waits until they are gone; it returns their ids and command names.
-func killUnder(dir string) []string {
-	var killed []string
-	pids := map[int]bool{}
-	for range 50 {
-		found := false
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-			if err != nil {
-				continue
-			}
-			for _, kv := range strings.Split(string(env), "\x00") {
-				home, ok := strings.CutPrefix(kv, "HOME=")
-				if ok && (home == dir || strings.HasPrefix(home, dir+"/")) {
-					if !pids[pid] {
-						comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-						killed = append(killed, strconv.Itoa(pid)+" "+strings.TrimSpace(string(comm)))
-						pids[pid] = true
-					}
-					syscall.Kill(pid, syscall.SIGKILL)
-					found = true
-					break
-				}
-			}
-		}
-		if !found {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return killed
-}
-
-// token creates an API token for user with the given scopes (nil: the
-// user's own).
-func (h *hub) token(t *testing.T, user string, scopes []string) string {
-	t.Helper()
-	body := map[string]any{"note": "megane auth test"}
-	if scopes != nil {
-		body["scopes"] = scopes
-	}
-	var out struct {
-		Token string `json:"token"`
-	}
-	h.api(t, "POST", "users/"+user+"/tokens", body, &out)
-	return out.Token
-}
-
-// browserCookie logs user in to the Hub and visits their server the way a
-// browser does (following the OAuth redirects), and returns the Cookie header
-// the browser then sends to /user/<user>/.
-func (h *hub) browserCookie(t *testing.T, user string) string {
-	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 60 * time.Second}
-	resp, err := c.Get(h.Public + "hub/login")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	pub, _ := url.Parse(h.Public)
-	var xsrf string
-	for _, ck := range jar.Cookies(pub.JoinPath("hub/")) {
-		if ck.Name == "_xsrf" {
-			xsrf = ck.Value
-		}
-	}
-	resp, err = c.PostForm(h.Public+"hub/login?next=", url.Values{"username": {user}, "password": {"any"}, "_xsrf": {xsrf}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	resp, err = c.Get(h.Public + "user/" + user + "/view/megane-auth-probe.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	var parts []string
-	for _, ck := range jar.Cookies(pub.JoinPath("user", user, "/")) {
-		parts = append(parts, ck.Name+"="+ck.Value)
-	}
-	cookie := strings.Join(parts, "; ")
-	if !strings.Contains(cookie, "jupyterhub-user-"+user) {
-		t.Fatalf("no jupyterhub-user-%s cookie after the OAuth flow (last answer %s %s); cookies: %d", user, resp.Request.URL.Path, resp.Status, len(parts))
-	}
-	return cookie
-}
-
 func TestHub5Verdicts(t *testing.T) {
 	root := trixieRoot(t)
 	h := startHub(t, root, hubConfig)
-	target := h.startServer(t, "alice")
+	target := h.StartServer(t, "alice")
 	env := map[string]string{
 		"JUPYTERHUB_SERVICE_URL":    strings.TrimSuffix(target, "/") + "/user/alice/",
 		"JUPYTERHUB_SERVICE_PREFIX": "/user/alice/",
@@ -378,12 +101,12 @@ func TestHub5Verdicts(t *testing.T) {
 	js := &jupyterServer{HostHdr: h.HostHdr, Parent: parent, Token: h.APIToken}
 	tp := newTopology(t, js, JupyterOptions{})
 
-	aliceCookie := h.browserCookie(t, "alice")
-	aliceAll := h.token(t, "alice", nil)
-	aliceAccessOnly := h.token(t, "alice", []string{"access:servers!user=alice"})
-	aliceNoAccess := h.token(t, "alice", []string{"read:users!user=alice"})
-	bob := h.token(t, "bob", nil)
-	vera := h.token(t, "vera", nil)
+	aliceCookie := h.BrowserCookie(t, "alice")
+	aliceAll := h.Token(t, "alice", nil)
+	aliceAccessOnly := h.Token(t, "alice", []string{"access:servers!user=alice"})
+	aliceNoAccess := h.Token(t, "alice", []string{"read:users!user=alice"})
+	bob := h.Token(t, "bob", nil)
+	vera := h.Token(t, "vera", nil)
 	tp.logs.secret(aliceCookie, aliceAll, aliceAccessOnly, aliceNoAccess, bob, vera)
 	same := "http://" + h.HostHdr
 	tp.run(t, []verdictCase{
@@ -427,22 +150,6 @@ c.JupyterHub.load_roles = [
 ]
 `
 
-// addRoute adds a configurable-http-proxy route (path prefix → target).
-func (h *hub) addRoute(t *testing.T, prefix, target string) {
-	t.Helper()
-	body := strings.NewReader(`{"target": "` + target + `"}`)
-	req, _ := http.NewRequest("POST", "http://127.0.0.1:"+strconv.Itoa(h.apiPort)+"/api/routes"+prefix, body)
-	req.Header.Set("Authorization", "token "+h.chpToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		t.Fatalf("add route %s: %s", prefix, resp.Status)
-	}
-}
-
 // TestHub3CookieThroughTheChain: browser → configurable-http-proxy →
 // (jupyter-server-proxy emulation under /user/alice/megane/) → bridge, which
 // asks alice's jupyter_server 1.x single-user server.
@@ -450,11 +157,11 @@ func TestHub3CookieThroughTheChain(t *testing.T) {
 	if _, err := exec.LookPath("jupyterhub"); err != nil {
 		needComponent(t, "jupyterhub (Debian 12)", err)
 	}
-	if _, err := exec.Command(chpBinary(), "--version").Output(); err != nil {
+	if _, err := exec.Command(jupytertest.CHPBinary(), "--version").Output(); err != nil {
 		needComponent(t, "configurable-http-proxy from npm (.ci/hub-chp.sh)", err)
 	}
 	h := startHub(t, "", hub3Config)
-	target := h.startServer(t, "alice")
+	target := h.StartServer(t, "alice")
 	env := map[string]string{
 		"JUPYTERHUB_SERVICE_URL":    strings.TrimSuffix(target, "/") + "/user/alice/",
 		"JUPYTERHUB_SERVICE_PREFIX": "/user/alice/",
@@ -472,10 +179,10 @@ func TestHub3CookieThroughTheChain(t *testing.T) {
 	gate := NewJupyterGate(parent, JupyterOptions{Logger: logs.Logger})
 	b := newBridgeServer(t, gate, logs.Logger)
 	p := newServerProxyAt(t, b.URL, "/user/alice/megane/")
-	h.addRoute(t, "/user/alice/megane", p.URL)
+	h.AddRoute(t, "/user/alice/megane", p.URL)
 
-	aliceCookie := h.browserCookie(t, "alice")
-	bob := h.token(t, "bob", nil)
+	aliceCookie := h.BrowserCookie(t, "alice")
+	bob := h.Token(t, "bob", nil)
 	logs.secret(aliceCookie, bob, h.APIToken)
 	ws := wsURL(strings.TrimSuffix(h.Public, "/"), "/user/alice/megane/builder-tools/ws")
 	same := "http://" + h.HostHdr
@@ -491,11 +198,3 @@ func TestHub3CookieThroughTheChain(t *testing.T) {
 	}
 }
 
-// chpBinary is configurable-http-proxy as .ci/hub-chp.sh installs it.
-func chpBinary() string {
-	prefix := os.Getenv("MEGANE_CHP_PREFIX")
-	if prefix == "" {
-		prefix = "/opt/megane-chp"
-	}
-	return filepath.Join(prefix, "node_modules", ".bin", "configurable-http-proxy")
-}

@@ -106,7 +106,7 @@ func envWith(env map[string]string, kv ...string) map[string]string {
 func TestHub5InternalSSL(t *testing.T) {
 	root := trixieRoot(t)
 	h := startHub(t, root, hubSSLConfig)
-	pid := h.spawn(t, "alice")
+	pid := h.Spawn(t, "alice")
 	if pid == 0 {
 		t.Fatal("the Hub reported no process id for alice's server")
 	}
@@ -120,10 +120,10 @@ func TestHub5InternalSSL(t *testing.T) {
 		t.Fatalf("alice's server is not on TLS: JUPYTERHUB_SERVICE_URL=%q", su)
 	}
 
-	aliceCookie := h.browserCookie(t, "alice")
-	alice := h.token(t, "alice", nil)
-	bob := h.token(t, "bob", nil)
-	secrets := []string{aliceCookie, alice, bob, h.APIToken, h.chpToken, env["JUPYTERHUB_API_TOKEN"], env["JPY_API_TOKEN"]}
+	aliceCookie := h.BrowserCookie(t, "alice")
+	alice := h.Token(t, "alice", nil)
+	bob := h.Token(t, "bob", nil)
+	secrets := []string{aliceCookie, alice, bob, h.APIToken, h.CHPToken, env["JUPYTERHUB_API_TOKEN"], env["JPY_API_TOKEN"]}
 	same := "http://" + h.HostHdr
 
 	// topology serves the bridge with a gate asking the parent found in
