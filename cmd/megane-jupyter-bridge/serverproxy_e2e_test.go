@@ -43,12 +43,13 @@ func proxiedConfig(t *testing.T, binary, toolBinary string, absoluteURL bool) st
 }
 
 // proxiedPage dials the bridge's socket through the Jupyter server at
-// publicBase (".../user/alice/"), as the Builder page does.
-func proxiedPage(t *testing.T, publicBase string, header http.Header) (*bridgetest.Page, *http.Response, error) {
+// publicBase (".../user/alice/"), as the Builder page does; query is ""
+// or "?…".
+func proxiedPage(t *testing.T, publicBase, query string, header http.Header) (*bridgetest.Page, *http.Response, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ws := "ws" + strings.TrimPrefix(publicBase, "http") + "megane/builder-tools/ws"
+	ws := "ws" + strings.TrimPrefix(publicBase, "http") + "megane/builder-tools/ws" + query
 	p, resp, err := bridgetest.Dial(ctx, ws, header)
 	if err == nil {
 		t.Cleanup(func() { p.Close() })
@@ -133,7 +134,7 @@ func TestServerProxyEndToEnd(t *testing.T) {
 					Env:   []string{asProgramEnv + "=1"},
 					Files: map[string]string{"config/jupyter_server_config.json": proxiedConfig(t, exe, exe, abs)}})
 				token := http.Header{"Authorization": {"token " + j.Token}}
-				p, _, err := proxiedPage(t, j.URL, token)
+				p, _, err := proxiedPage(t, j.URL, "", token)
 				if err != nil {
 					t.Fatalf("the socket through Jupyter at %s: %v\n%s", j.URL, err, j.Out)
 				}
@@ -159,7 +160,7 @@ func TestServerProxyEndToEnd(t *testing.T) {
 					{"wrong token", http.Header{"Authorization": {"token wrong"}}},
 					{"login cookie from another Origin", http.Header{"Cookie": {j.LoginCookie(t)}, "Origin": {"http://evil.example"}}},
 				} {
-					if _, resp, err := proxiedPage(t, j.URL, tc.header); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+					if _, resp, err := proxiedPage(t, j.URL, "", tc.header); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
 						t.Errorf("%s: want HTTP 403 from Jupyter, got %v %v", tc.name, resp, err)
 					}
 				}

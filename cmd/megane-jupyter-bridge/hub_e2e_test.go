@@ -1,0 +1,315 @@
+package main
+
+// The bridge where most people meet it: JupyterHub 5.2 (the Debian 13 chroot
+// .ci builds) with configurable-http-proxy, single-user jupyter_server 2.x
+// servers at /user/<name>/, the granular authorizer and scopes of
+// etc/jupyterhub/, and the bridge registered as install writes it, started
+// by the jupyter-server-proxy stand-in inside the user's server. The page is
+// this test, speaking to the Hub's public address only.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter/jupytertest"
+)
+
+// hubE2EConfig is the test's jupyterhub_config.py (a jupytertest.HubSpec
+// template): etc/jupyterhub/jupyterhub_config.py as it is, then what only a
+// test needs (ports, a dummy authenticator, local processes, a service
+// token, a viewer with read-only access to alice's and carol's servers).
+const hubE2EConfig = `
+c = get_config()
+d = %[1]q
+load_subconfig(d + "/etc/jupyterhub_config.py")
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = %[2]d
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = %[3]d
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:%[4]d"
+c.ConfigurableHTTPProxy.auth_token = %[5]q
+c.ConfigurableHTTPProxy.pid_file = d + "/proxy.pid"
+c.JupyterHub.db_url = "sqlite:///" + d + "/hub.sqlite"
+c.JupyterHub.cookie_secret_file = d + "/cookie_secret"
+c.JupyterHub.pid_file = d + "/hub.pid"
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allow_all = True
+c.JupyterHub.spawner_class = "simple"
+c.SimpleLocalProcessSpawner.home_dir_template = d + "/home/{username}"
+c.Spawner.args = ["--allow-root"]
+c.Spawner.http_timeout = 60
+# The jupyter-server-proxy stand-in is on PYTHONPATH; this test binary runs
+# as the program when it is started as the bridge (MEGANE_TEST_AS_PROGRAM).
+c.Spawner.environment = {"PYTHONPATH": d + "/pylib", "MEGANE_TEST_AS_PROGRAM": "1"}
+c.JupyterHub.services = [{"name": "tester", "api_token": %[6]q}]
+c.JupyterHub.load_roles = c.JupyterHub.load_roles + [
+    {"name": "viewer", "users": ["vera"], "scopes": [
+        "access:servers!user=alice", "custom:jupyter_server:read:*!user=alice",
+        "access:servers!user=carol", "custom:jupyter_server:read:*!user=carol"]},
+    {"name": "tester", "services": ["tester"], "scopes": ["admin:users", "admin:servers", "tokens", "list:users", "read:users"]},
+]
+`
+
+// trixie returns the Debian 13 chroot built by .ci/trixie-chroot.sh.
+func trixie(t *testing.T) string {
+	t.Helper()
+	root := os.Getenv("MEGANE_TRIXIE")
+	if root == "" {
+		root = "/var/cache/megane-trixie"
+	}
+	if _, err := os.Stat(filepath.Join(root, ".megane-trixie-ready")); err != nil {
+		jupytertest.Need(t, "the trixie chroot (.ci/trixie-chroot.sh)", err)
+	}
+	if os.Geteuid() != 0 {
+		jupytertest.Need(t, "root (to chroot into the trixie chroot)", errors.New("not root"))
+	}
+	return root
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestHubEndToEnd: on JupyterHub 5, alice's server has the registration
+// install writes (absolute_url false) and carol's the other mode; through
+// the Hub's public address, each may use the tools with a browser cookie,
+// a token header or ?token=; a 40 MB result arrives byte-identical to the
+// bridge's own; everyone else is refused, by Jupyter (HTTP 403 before the
+// bridge is involved) or by the bridge (tools:closing, then a close frame
+// whose code jupyter-server-proxy has dropped).
+func TestHubEndToEnd(t *testing.T) {
+	root := trixie(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := []struct {
+		name     string
+		absolute bool
+	}{{"alice", false}, {"carol", true}}
+
+	// The Hub's directory: this test binary (the bridge and its tool
+	// server), the stand-in, the example configuration, and each user's
+	// Jupyter configuration, as an image would hold them.
+	files := map[string]string{
+		"etc/jupyterhub_config.py": readFile(t, "../../etc/jupyterhub/jupyterhub_config.py"),
+	}
+	for _, u := range users {
+		files["home/"+u.name+"/.jupyter/jupyter_server_config.py"] = readFile(t, "../../etc/jupyterhub/jupyter_server_config.py")
+	}
+	h := jupytertest.StartHub(t, jupytertest.HubSpec{Root: root, Config: hubE2EConfig, Files: files})
+	bin := filepath.Join(h.Inner, "bin", "megane-jupyter-bridge")
+	copyExecutable(t, exe, h.Path("bin/megane-jupyter-bridge"))
+	for _, u := range users {
+		cfgDir := h.Path("home/" + u.name + "/.jupyter")
+		if err := os.WriteFile(filepath.Join(cfgDir, "jupyter_server_config.json"), []byte(proxiedConfig(t, bin, bin, u.absolute)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(h.Path("pylib"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		jupytertest.WriteServerProxy(t, h.Path("pylib"), cfgDir)
+	}
+
+	// What the bridge alone returns for the same call, for the byte
+	// comparison: the same program and tool server, standalone.
+	const atoms = 500000
+	want := func() []byte {
+		r := startServe(t, "--standalone", "--token", "ref", "--servers", bridgetestServersFile(t, exe))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		p, _, err := bridgetest.Dial(ctx, "ws://"+r.addr+"/megane/builder-tools/ws?token=ref", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		connectBridgetest(t, p)
+		return callAtoms(t, p, "ref", atoms)
+	}()
+	if len(want) < 39e6 {
+		t.Fatalf("the reference result is %d bytes, want about 40 MB", len(want))
+	}
+
+	for _, u := range users {
+		t.Run(u.name+" absolute_url="+strconv.FormatBool(u.absolute), func(t *testing.T) {
+			h.Spawn(t, u.name)
+			public := h.Public + "user/" + u.name + "/"
+			cookie := h.BrowserCookie(t, u.name)
+			all := h.Token(t, u.name, nil)
+			accessOnly := h.Token(t, u.name, []string{"access:servers!user=" + u.name})
+			vera := h.Token(t, "vera", nil)
+			bob := h.Token(t, "bob", nil)
+			same := strings.TrimSuffix(h.Public, "/")
+
+			t.Run("browser cookie: a 40 MB result through every hop, byte-exact", func(t *testing.T) {
+				p, _, err := proxiedPage(t, public, "", http.Header{"Cookie": {cookie}, "Origin": {same}})
+				if err != nil {
+					t.Fatalf("dial: %v\n%s", err, h.Out)
+				}
+				if got := connectBridgetest(t, p); got != u.name {
+					t.Fatalf("admitted as %q, want %q", got, u.name)
+				}
+				got := callAtoms(t, p, "big", atoms)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("the result through the Hub differs from the bridge's own: %d bytes, want %d", len(got), len(want))
+				}
+				if size, _ := p.MaxFrame(); size > 10<<20 {
+					t.Fatalf("a %d-byte frame passed jupyter-server-proxy's 10 MiB limit", size)
+				}
+			})
+			for _, tc := range []struct {
+				name   string
+				query  string
+				header http.Header
+			}{
+				{"token header", "", http.Header{"Authorization": {"token " + all}}},
+				{"?token= with Sec-Fetch-Mode: websocket, as a browser sends it", "?token=" + all, http.Header{"Sec-Fetch-Mode": {"websocket"}, "Origin": {same}}},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					p, _, err := proxiedPage(t, public, tc.query, tc.header)
+					if err != nil {
+						t.Fatalf("dial: %v", err)
+					}
+					if got := connectBridgetest(t, p); got != u.name {
+						t.Fatalf("admitted as %q, want %q", got, u.name)
+					}
+				})
+			}
+			// Refused by the bridge: Jupyter lets them in (jupyter-server-proxy
+			// never asks the authorizer), the bridge asks and says why.
+			for _, tc := range []struct {
+				name, token, reason string
+			}{
+				{"viewer with read-only access", vera, `"vera" may not execute kernels`},
+				{"owner's token with access but without the execute scope", accessOnly, "may not execute kernels"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					p, _, err := proxiedPage(t, public, "", http.Header{"Authorization": {"token " + tc.token}})
+					if err != nil {
+						t.Fatalf("want a tools:closing, the upgrade failed: %v", err)
+					}
+					checkClosing(t, p, bridge.CloseForbidden, tc.reason)
+				})
+			}
+			// Refused by Jupyter before the bridge: a plain HTTP 403 (a
+			// browser reports 1006).
+			for _, tc := range []struct {
+				name   string
+				query  string
+				header http.Header
+			}{
+				{"no credentials", "", nil},
+				{"a user without access to the server", "", http.Header{"Authorization": {"token " + bob}}},
+				{"a bad token", "", http.Header{"Authorization": {"token 0123456789abcdef"}}},
+				{"?token= without Sec-Fetch-Mode (JupyterHub 5 refuses it)", "?token=" + all, nil},
+				{"the browser cookie from another Origin", "", http.Header{"Cookie": {cookie}, "Origin": {"http://evil.example"}}},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					_, resp, err := proxiedPage(t, public, tc.query, tc.header)
+					if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+						t.Fatalf("want HTTP 403 from Jupyter, got %v %v", resp, err)
+					}
+				})
+			}
+			t.Run("status page", func(t *testing.T) {
+				status, body := httpGet(t, public+"megane/builder-tools/", http.Header{"Cookie": {cookie}})
+				if status != 200 || !strings.Contains(body, "app.js") {
+					t.Fatalf("status page: %d %.300s", status, body)
+				}
+			})
+			// The bridge's log lines (slog's, among the Hub's and the
+			// servers') name no credential and no unserved path.
+			for _, line := range strings.Split(h.Out.String(), "\n") {
+				if !strings.Contains(line, "level=") {
+					continue
+				}
+				for _, secret := range []string{all, accessOnly, vera, bob, cookieValue(cookie)} {
+					if strings.Contains(line, secret) {
+						t.Errorf("the bridge logged a credential: %.200s", line)
+					}
+				}
+				if strings.Contains(line, "path not served") {
+					t.Errorf("the bridge logged a path it does not serve: %s", line)
+				}
+			}
+		})
+	}
+}
+
+// checkClosing asserts that the page got tools:closing with code and a
+// reason containing reason, and then the close frame jupyter-server-proxy
+// makes of the bridge's (no code: 1005).
+func checkClosing(t *testing.T, p *bridgetest.Page, code int, reason string) {
+	t.Helper()
+	select {
+	case <-p.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the socket was not closed")
+	}
+	var closing *bridgetest.Msg
+	for _, m := range p.All() {
+		if m.Type == "tools:closing" {
+			closing = m
+		}
+	}
+	if closing == nil || string(closing.Fields["code"]) != strconv.Itoa(code) || !strings.Contains(closing.Str("reason"), reason) {
+		t.Fatalf("want tools:closing %d ~%q, got %v (%v)", code, reason, closing, p.Err())
+	}
+	var ce *websocket.CloseError
+	if !errors.As(p.Err(), &ce) || ce.Code != websocket.CloseNoStatusReceived {
+		t.Fatalf("want a close frame without a code after tools:closing, got %v", p.Err())
+	}
+}
+
+func cookieValue(cookie string) string {
+	for _, part := range strings.Split(cookie, ";") {
+		if _, v, ok := strings.Cut(strings.TrimSpace(part), "="); ok && len(v) > 16 {
+			return v
+		}
+	}
+	return cookie
+}
+
+// bridgetestServersFile is a servers file whose only server is a
+// bridgetest server run by exe.
+func bridgetestServersFile(t *testing.T, exe string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "servers.json")
+	text := fmt.Sprintf(`{"mcpServers": {"bridgetest": {"command": %q, "args": ["-test.run=^$"], "env": {%q: "{}"}}}}`, exe, bridgetest.EnvVar)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func copyExecutable(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
