@@ -3,11 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -176,12 +184,18 @@ func TestDoctor(t *testing.T) {
 		if _, _, err := runCLI(t, "install", "--user"); err != nil {
 			t.Fatal(err)
 		}
+		// doctor starts the registered command (this test binary) as
+		// jupyter-server-proxy would: it must run as the program.
+		t.Setenv(asProgramEnv, "1")
+		t.Setenv("JUPYTERHUB_SERVICE_PREFIX", "/user/alice/")
 		out, _, err := runCLI(t, "doctor", "--spawn")
 		if err != nil {
 			t.Fatalf("doctor: %v\n%s", err, out)
 		}
 		for _, want := range []string{
 			"ok:      registered with jupyter-server-proxy as \"megane\"",
+			"for base_url /user/alice/ (JUPYTERHUB_SERVICE_PREFIX)",
+			"it answers /builder-tools/ws, the path that {base_url}megane/builder-tools/ws reaches it by (absolute_url false)",
 			"ok:      server fake (fake-tools 1.2.3): initialize ",
 			"tools/list ",
 			", 1 tools",
@@ -196,7 +210,10 @@ func TestDoctor(t *testing.T) {
 		t.Logf("doctor output:\n%s", out)
 
 		// Under JupyterHub internal SSL the registration needs --jupyter-url.
-		t.Setenv("JUPYTERHUB_SSL_CERTFILE", filepath.Join(s.dir, "user.crt"))
+		// The Hub gives the server (and so the bridge) a certificate and key.
+		certFile, keyFile := writeSelfSigned(t, s.dir)
+		t.Setenv("JUPYTERHUB_SSL_CERTFILE", certFile)
+		t.Setenv("JUPYTERHUB_SSL_KEYFILE", keyFile)
 		out, _, err = runCLI(t, "doctor")
 		if err == nil || !strings.Contains(out, "error:   JupyterHub internal SSL is on (JUPYTERHUB_SSL_CERTFILE is set) and the registration in ") {
 			t.Errorf("doctor under internal SSL without --jupyter-url: %v\n%s", err, out)
@@ -206,6 +223,24 @@ func TestDoctor(t *testing.T) {
 		}
 		if out, _, _ = runCLI(t, "doctor"); strings.Contains(out, "internal SSL") || !strings.Contains(out, "ok:      registered with jupyter-server-proxy") {
 			t.Errorf("doctor under internal SSL with --jupyter-url:\n%s", out)
+		}
+	})
+	t.Run("a registration whose path is not served", func(t *testing.T) {
+		// What the bridge did under JupyterHub before it answered the
+		// stripped path: GET / answers, the socket path is 404.
+		s := newAdminSandbox(t)
+		s.write(t, "pylib/jupyter_server_proxy/__init__.py", "", 0o644)
+		t.Setenv("PYTHONPATH", filepath.Join(s.dir, "pylib"))
+		t.Setenv("JUPYTERHUB_SERVICE_PREFIX", "/user/alice/")
+		s.write(t, "cfg/jupyter_server_config.json", `{"MeganeBuilderTools": {"mcp_servers": {"megane-builder-tools": null}},
+			"ServerProxy": {"servers": {"megane": {"command": ["/usr/bin/python3", "-m", "http.server", "--bind", "127.0.0.1", "{port}"], "timeout": 20}}}}`, 0o644)
+		out, _, err := runCLI(t, "doctor")
+		if err == nil {
+			t.Fatalf("doctor succeeded:\n%s", out)
+		}
+		want := "error:   the registration in " + filepath.Join(s.cfgDir, "jupyter_server_config.json") + " does not serve pages at base_url /user/alice/ (JUPYTERHUB_SERVICE_PREFIX, absolute_url false): it answers /builder-tools/ws with 404 "
+		if !strings.Contains(out, want) || strings.Contains(out, "ok:      registered") {
+			t.Fatalf("doctor output lacks %q:\n%s", want, out)
 		}
 	})
 	t.Run("broken", func(t *testing.T) {
@@ -231,4 +266,31 @@ func TestDoctor(t *testing.T) {
 		}
 		t.Logf("doctor output:\n%s", out)
 	})
+}
+
+// writeSelfSigned writes a self-signed certificate and its key into dir.
+func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "jupyterhub-singleuser"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"localhost"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "user.crt"), filepath.Join(dir, "user.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
 }

@@ -59,7 +59,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if cf.servers == "" {
 		checkPython(r, cfg)
-		checkRegistration(r, cfg)
+		checkRegistration(ctx, r, cfg)
 	}
 	for _, p := range cfg.Problems {
 		r.add("error", "%s", p.Message)
@@ -118,7 +118,7 @@ func orNone(s string) string {
 	return s
 }
 
-func checkRegistration(r *report, cfg *jupyter.Config) {
+func checkRegistration(ctx context.Context, r *report, cfg *jupyter.Config) {
 	sp := cfg.ServerProxy
 	raw, ok := sp.Servers[jupyter.ProxyServerName]
 	for _, d := range cfg.Dirs {
@@ -157,22 +157,32 @@ func checkRegistration(r *report, cfg *jupyter.Config) {
 	if os.Getenv("JUPYTERHUB_SSL_CERTFILE") != "" && !slices.ContainsFunc(reg.Command, func(a string) bool { return strings.HasPrefix(a, "--jupyter-url") }) {
 		r.add("error", "JupyterHub internal SSL is on (JUPYTERHUB_SSL_CERTFILE is set) and the registration in %s has no --jupyter-url, so the bridge cannot ask the server and refuses every page (4503): run megane-jupyter-bridge install --jupyter-url 'https://<hub address>{base_url}'", where)
 	}
-	me, err := thisBinary()
-	if err != nil {
-		r.add("warning", "%v", err)
-		return
-	}
+	d := findDeployment()
+	checkConfigFlag(r, d, sp.Files)
 	cmd := reg.Command[0]
 	a, errA := os.Stat(cmd)
-	b, errB := os.Stat(me)
-	switch {
-	case errA != nil:
+	if errA != nil {
 		r.add("error", "the registration in %s runs %s, which does not exist; run megane-jupyter-bridge install again", where, cmd)
-	case errB == nil && !os.SameFile(a, b):
-		r.add("error", "the registration in %s runs %s, not this binary (%s); run install with the binary you mean", where, cmd, me)
-	default:
-		r.add("ok", "registered with jupyter-server-proxy as %q in %s, running %s", jupyter.ProxyServerName, where, cmd)
+		return
 	}
+	if me, err := thisBinary(); err != nil {
+		r.add("warning", "%v", err)
+	} else if b, err := os.Stat(me); err == nil && !os.SameFile(a, b) {
+		r.add("warning", "the registration in %s runs %s, not this binary (%s); run install with the binary you mean", where, cmd, me)
+	}
+	// Judge the registration by what it does: jupyter-server-proxy starts
+	// the command and forwards the page's socket to one path.
+	var e proxyEntry
+	json.Unmarshal(raw, &e)
+	path := forwardedPath(d.base, e.AbsoluteURL)
+	took, err := probeRegistration(ctx, e, d)
+	if err != nil {
+		r.add("error", "the registration in %s does not serve pages at base_url %s (%s, absolute_url %t): %v; run megane-jupyter-bridge install again",
+			where, d.base, d.source, e.AbsoluteURL, err)
+		return
+	}
+	r.add("ok", "registered with jupyter-server-proxy as %q in %s, running %s: started as jupyter-server-proxy would for base_url %s (%s) in %s, it answers %s, the path that {base_url}%s/builder-tools/ws reaches it by (absolute_url %t)",
+		jupyter.ProxyServerName, where, cmd, d.base, d.source, took.Round(time.Millisecond), path, jupyter.ProxyServerName, e.AbsoluteURL)
 }
 
 // checkJupyter finds the running Jupyter servers (or the one at url) and
