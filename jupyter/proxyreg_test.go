@@ -214,3 +214,29 @@ func TestInstallWithJupyterURL(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallAbsoluteURL: install --absolute-url writes the other path
+// mode, and it is recognised as install's own (doctor does not call it a
+// foreign registration; uninstall removes it).
+func TestInstallAbsoluteURL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jupyter_server_config.json")
+	if changed, err := InstallRegistration(path, "/usr/bin/megane-jupyter-bridge", "", true); err != nil || !changed {
+		t.Fatalf("install: %v %v", changed, err)
+	}
+	var cfg struct {
+		ServerProxy struct {
+			Servers map[string]json.RawMessage `json:"servers"`
+		}
+	}
+	data, _ := os.ReadFile(path)
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	raw := cfg.ServerProxy.Servers[ProxyServerName]
+	if !strings.Contains(string(raw), `"absolute_url": true`) || !IsBridgeRegistration(raw) {
+		t.Fatalf("registration %s", raw)
+	}
+	if changed, err := UninstallRegistration(path); err != nil || !changed {
+		t.Fatalf("uninstall: %v %v", changed, err)
+	}
+}

@@ -31,6 +31,7 @@ It is test code: it never runs in a deployment.
 """
 
 import asyncio
+import atexit
 import os
 import socket
 import subprocess
@@ -257,7 +258,5 @@ def _unload_jupyter_server_extension(serverapp):
     for p in _processes:
         p.stop()
 
-
-import atexit  # noqa: E402
 
 atexit.register(_unload_jupyter_server_extension, None)
