@@ -197,4 +197,3 @@ func TestHub3CookieThroughTheChain(t *testing.T) {
 		})
 	}
 }
-
