@@ -124,9 +124,6 @@ func (g *handlerGroup) wait() {
 	}
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t *testing.T) int { return bridgetest.FreePort(t) }
-
 // jupyterServer is a Jupyter server the bridge asks for verdicts: a
 // jupyter_server process started by startJupyter, or a JupyterHub
 // single-user server.
