@@ -22,8 +22,14 @@ import (
 
 // proxiedConfig is a jupyter_server_config.json holding the registration
 // install writes for binary (in mode absoluteURL) and, as the bridge's only
-// tool server, a bridgetest server run by toolBinary.
-func proxiedConfig(t *testing.T, binary, toolBinary string, absoluteURL bool) string {
+// tool server, a well-behaved bridgetest server run by toolBinary.
+func proxiedConfig(t testing.TB, binary, toolBinary string, absoluteURL bool) string {
+	return proxiedConfigMode(t, binary, toolBinary, absoluteURL, bridgetest.Mode{})
+}
+
+// proxiedConfigMode is proxiedConfig with a bridgetest server that behaves
+// as mode says.
+func proxiedConfigMode(t testing.TB, binary, toolBinary string, absoluteURL bool, mode bridgetest.Mode) string {
 	t.Helper()
 	cfg := map[string]any{
 		"ServerProxy": map[string]any{"servers": map[string]any{
@@ -32,7 +38,7 @@ func proxiedConfig(t *testing.T, binary, toolBinary string, absoluteURL bool) st
 		"MeganeBuilderTools": map[string]any{"mcp_servers": map[string]any{
 			jupyter.DefaultServerName: nil,
 			"bridgetest": map[string]any{"command": toolBinary, "args": []string{"-test.run=^$"},
-				"env": map[string]string{bridgetest.EnvVar: "{}"}},
+				"env": map[string]string{bridgetest.EnvVar: strings.TrimPrefix(mode.Env(), bridgetest.EnvVar+"=")}},
 		}},
 	}
 	b, err := json.MarshalIndent(cfg, "", "  ")
@@ -45,7 +51,7 @@ func proxiedConfig(t *testing.T, binary, toolBinary string, absoluteURL bool) st
 // proxiedPage dials the bridge's socket through the Jupyter server at
 // publicBase (".../user/alice/"), as the Builder page does; query is ""
 // or "?…".
-func proxiedPage(t *testing.T, publicBase, query string, header http.Header) (*bridgetest.Page, *http.Response, error) {
+func proxiedPage(t testing.TB, publicBase, query string, header http.Header) (*bridgetest.Page, *http.Response, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -59,7 +65,7 @@ func proxiedPage(t *testing.T, publicBase, query string, header http.Header) (*b
 
 // connectBridgetest lists the servers, connects to bridgetest (confirming
 // it), and returns the user the bridge admitted.
-func connectBridgetest(t *testing.T, p *bridgetest.Page) string {
+func connectBridgetest(t testing.TB, p *bridgetest.Page) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -88,7 +94,7 @@ func connectBridgetest(t *testing.T, p *bridgetest.Page) string {
 // callAtoms calls the bridgetest atoms tool (n atoms of water, seed 7) and
 // returns the result exactly as it reached the page (reassembled if it came
 // in chunks).
-func callAtoms(t *testing.T, p *bridgetest.Page, id string, n int) []byte {
+func callAtoms(t testing.TB, p *bridgetest.Page, id string, n int) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -71,6 +71,10 @@ type Spec struct {
 	Files map[string]string
 	// Env adds to the environment of Server.Env.
 	Env []string
+	// DirEnv sets environment variables to directories inside the
+	// server's directory, by relative path (made if missing); e.g.
+	// JUPYTER_CONFIG_PATH: "admin" for an env-level config directory.
+	DirEnv map[string]string
 	// Python is the interpreter that runs jupyter_server (a venv's
 	// bin/python3, say); "" means Python.
 	Python string
@@ -200,6 +204,9 @@ func Start(t testing.TB, spec Spec) *Server {
 		WriteServerProxy(t, s.Path("pylib"), s.Path("config"))
 	}
 	for name, text := range spec.Files {
+		if err := os.MkdirAll(filepath.Dir(s.Path(name)), 0o700); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(s.Path(name), []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -214,6 +221,12 @@ func Start(t testing.TB, spec Spec) *Server {
 		"JUPYTER_DATA_DIR=" + in("data"),
 		"PYTHONPATH=" + in("config") + ":" + in("pylib"),
 	}, spec.Env...)
+	for k, rel := range spec.DirEnv {
+		if err := os.MkdirAll(s.Path(rel), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		s.env = append(s.env, k+"="+in(rel))
+	}
 
 	py := spec.Python
 	if py == "" {
