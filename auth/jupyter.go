@@ -56,6 +56,13 @@ type asker interface {
 	Ask(ctx context.Context, creds jupyter.Credentials) (jupyter.Verdict, error)
 }
 
+// parentChecker is implemented by a parent that can say it is gone
+// (*jupyter.Parent.CheckParent): a cached verdict counts only while it is
+// not.
+type parentChecker interface {
+	CheckParent() error
+}
+
 // JupyterGate is a bridge.Gate that lets the parent Jupyter server decide:
 // it forwards each upgrade request's credentials, Host and Origin to the
 // parent and admits only those allowed to execute kernels. It also applies
@@ -164,6 +171,13 @@ func (g *JupyterGate) Admit(ctx context.Context, r *http.Request) (bridge.Admiss
 // verdict returns the parent's verdict for creds, from the cache unless
 // fresh, and turns a refusal or an error into a Refusal.
 func (g *JupyterGate) verdict(ctx context.Context, creds jupyter.Credentials, fresh bool) (jupyter.Verdict, *bridge.Refusal) {
+	if pc, isChecker := g.parent.(parentChecker); isChecker {
+		// A verdict, cached or not, counts only from the parent that gave
+		// it: once it is gone its address may answer for anyone.
+		if err := pc.CheckParent(); err != nil {
+			return jupyter.Verdict{}, g.unreachable(err)
+		}
+	}
 	key := cacheKey(creds)
 	now := g.now()
 	v, ok := g.cache.get(key, now)
@@ -191,19 +205,7 @@ func (g *JupyterGate) verdict(ctx context.Context, creds jupyter.Credentials, fr
 			return v, nil
 		})
 		if err != nil {
-			ref := &bridge.Refusal{CloseCode: CloseUnreachable,
-				Reason: "could not reach the Jupyter server to check your credentials: is it running? Reload the page to retry"}
-			switch {
-			case errors.Is(err, jupyter.ErrTLS):
-				// Typically JupyterHub's internal SSL: the single-user
-				// server takes client certificates only from the Hub and
-				// its proxy, so the bridge must ask through the proxy.
-				ref.Reason = "TLS with the Jupyter server failed; under JupyterHub internal SSL, ask your administrator to set --jupyter-url"
-			case errors.Is(err, jupyter.ErrUnexpected):
-				ref.Reason = "the Jupyter server's answer could not be interpreted, so the bridge refuses: see the bridge's log"
-			}
-			g.log.Warn("refused", "reason", ref.Reason, "code", ref.CloseCode, "parent", g.where, "err", err)
-			return jupyter.Verdict{}, ref
+			return jupyter.Verdict{}, g.unreachable(err)
 		}
 		v = res.(jupyter.Verdict)
 	}
@@ -226,6 +228,28 @@ func (g *JupyterGate) verdict(ctx context.Context, creds jupyter.Credentials, fr
 	}
 	g.log.Info("refused", "reason", ref.Reason, "code", ref.CloseCode, "status", ref.HTTPStatus, "user", v.User, "detail", v.Detail, "cached", ok && !fresh)
 	return v, ref
+}
+
+// unreachable is the refusal (4503) for err, the reason no verdict was
+// had, and logs it.
+func (g *JupyterGate) unreachable(err error) *bridge.Refusal {
+	ref := &bridge.Refusal{CloseCode: CloseUnreachable,
+		Reason: "could not reach the Jupyter server to check your credentials: is it running? Reload the page to retry"}
+	switch {
+	case errors.Is(err, jupyter.ErrTLS):
+		// Typically JupyterHub's internal SSL: the single-user
+		// server takes client certificates only from the Hub and
+		// its proxy, so the bridge must ask through the proxy.
+		ref.Reason = "TLS with the Jupyter server failed; under JupyterHub internal SSL, ask your administrator to set --jupyter-url"
+	case errors.Is(err, jupyter.ErrParentGone):
+		ref.Reason = "the Jupyter server that started the bridge has stopped, so the bridge refuses: restart Jupyter and reload the page"
+	case errors.Is(err, jupyter.ErrNotJupyter):
+		ref.Reason = "what answers at the Jupyter server's address is not Jupyter, so the bridge refuses: see the bridge's log"
+	case errors.Is(err, jupyter.ErrUnexpected):
+		ref.Reason = "the Jupyter server's answer could not be interpreted, so the bridge refuses: see the bridge's log"
+	}
+	g.log.Warn("refused", "reason", ref.Reason, "code", ref.CloseCode, "parent", g.where, "err", err)
+	return ref
 }
 
 // checkOrigin applies Jupyter's Origin rule: a request without Origin, with

@@ -176,16 +176,19 @@ func TestJupyter1Verdicts(t *testing.T) {
 		if ref := adm.Recheck(context.Background()); ref != nil {
 			t.Fatalf("recheck while allowed: %+v", ref)
 		}
+		// Stopped, Jupyter removes its runtime file: the bridge knows its
+		// parent is gone without asking its address.
 		js.Stop()
 		ref = adm.Recheck(context.Background())
-		if ref == nil || ref.CloseCode != 4503 || !strings.Contains(ref.Reason, "could not reach") {
+		if ref == nil || ref.CloseCode != 4503 || !strings.Contains(ref.Reason, "has stopped") {
 			t.Fatalf("recheck with the server gone: %+v", ref)
 		}
 		// A fresh connection is refused too: errors are never cached and the
 		// admission's cache entry does not outlive the parent's answer.
 		tp.run(t, []verdictCase{
-			{name: "parent unreachable", via: "direct", host: js.HostHdr, header: hdr("Authorization", "token other-"+js.Token[:6]), code: 4503, reason: "could not reach"},
-			{name: "parent unreachable through the proxy", via: "proxy", header: hdr("Authorization", "token other2-"+js.Token[:6]), code: 4503, reason: "could not reach"},
+			{name: "parent gone", via: "direct", host: js.HostHdr, header: hdr("Authorization", "token other-"+js.Token[:6]), code: 4503, reason: "has stopped"},
+			{name: "parent gone through the proxy", via: "proxy", header: hdr("Authorization", "token other2-"+js.Token[:6]), code: 4503, reason: "has stopped"},
+			{name: "parent gone, with the credentials admitted before", via: "direct", host: js.HostHdr, header: hdr("Cookie", cookie), code: 4503, reason: "has stopped"},
 		})
 	})
 }

@@ -271,6 +271,12 @@ func TestRefusalReasonsFitACloseFrame(t *testing.T) {
 		func(jupyter.Credentials) (jupyter.Verdict, error) { return jupyter.Verdict{}, errors.New("x") },
 		func(jupyter.Credentials) (jupyter.Verdict, error) { return jupyter.Verdict{}, jupyter.ErrUnexpected },
 		func(jupyter.Credentials) (jupyter.Verdict, error) {
+			return jupyter.Verdict{}, fmt.Errorf("%w: GET /api: 404", jupyter.ErrNotJupyter)
+		},
+		func(jupyter.Credentials) (jupyter.Verdict, error) {
+			return jupyter.Verdict{}, fmt.Errorf("%w: pid 1", jupyter.ErrParentGone)
+		},
+		func(jupyter.Credentials) (jupyter.Verdict, error) {
 			return jupyter.Verdict{}, fmt.Errorf("%w: handshake", jupyter.ErrTLS)
 		},
 	}

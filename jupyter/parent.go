@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -22,7 +21,9 @@ import (
 )
 
 // ParentOptions says where to look for the parent Jupyter server. The zero
-// value looks at the process's own environment and parent process.
+// value looks at the process's own environment and parent process, and the
+// Parent it finds gives verdicts only while that process is still this
+// one's parent (Parent.CheckParent).
 type ParentOptions struct {
 	// URL, if set, is the parent's base URL (--jupyter-url), for example
 	// "http://127.0.0.1:8888/" or "http://127.0.0.1:8000/user/alice/". It
@@ -35,7 +36,9 @@ type ParentOptions struct {
 	// Getenv reads the environment. If nil, os.Getenv.
 	Getenv func(string) string
 	// PPID is the parent process id whose runtime file is looked for. If
-	// zero, os.Getppid().
+	// zero, os.Getppid(), which must then stay this process's parent for
+	// verdicts to count; a PPID given here (doctor, tests) is only
+	// checked against its runtime file.
 	PPID int
 	// Timeout bounds each request to the parent. If zero, 5s.
 	Timeout time.Duration
@@ -67,8 +70,49 @@ type Parent struct {
 	// "--jupyter-url", "runtime file <path>" or "JUPYTERHUB_SERVICE_URL".
 	Source string
 
+	// Set by FindParent, read by CheckParent; never change.
+	runtimePath string // the runtime file the parent was found by; "" otherwise
+	pid         int    // the parent's process id when found as a process (runtime file, or the JupyterHub environment); 0 for --jupyter-url
+	ownParent   bool   // pid was this process's parent (ParentOptions.PPID zero) and must stay so
+
 	mu      sync.Mutex // guards version
 	version string     // jupyter_server version; "" until known
+}
+
+// ErrParentGone means the parent Jupyter server found as a process is no
+// longer there: the process that started the bridge exited (the bridge now
+// has another parent), or its runtime file was removed or names another
+// process. Its address may now belong to anyone, so nothing it answers
+// counts.
+var ErrParentGone = errors.New("the parent Jupyter server is gone")
+
+// CheckParent returns nil while the parent found as a process is still
+// there, else an error wrapping ErrParentGone: when it was found from its
+// runtime file, that file must still exist and name the same process; and
+// when that process was this one's parent (ParentOptions.PPID zero), it
+// must still be (os.Getppid; a dead parent's children are handed to
+// another process). Jupyter leaves its runtime file behind when it is
+// SIGKILLed, so the second check is what catches that. A parent given by
+// URL (--jupyter-url) is not a process the bridge can check: nil.
+func (p *Parent) CheckParent() error {
+	if p.ownParent {
+		if now := os.Getppid(); now != p.pid {
+			return fmt.Errorf("%w: process %d, which started the bridge, has exited (the bridge's parent is now process %d)", ErrParentGone, p.pid, now)
+		}
+	}
+	if p.runtimePath == "" {
+		return nil
+	}
+	rf, err := readRuntimeFile(p.runtimePath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: its runtime file %s was removed", ErrParentGone, p.runtimePath)
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrParentGone, err)
+	case rf.PID != 0 && rf.PID != p.pid:
+		return fmt.Errorf("%w: its runtime file %s now names process %d, not %d", ErrParentGone, p.runtimePath, rf.PID, p.pid)
+	}
+	return nil
 }
 
 // runtimeFile is the part of jpserver-<pid>.json the bridge reads. It never
@@ -119,6 +163,9 @@ func FindParent(opts ParentOptions) (*Parent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.Source != "--jupyter-url" {
+		p.pid, p.ownParent = ppid, opts.PPID == 0
+	}
 	p.Client, err = newParentClient(timeout, p.Base, sock, getenv, p.Source == "--jupyter-url")
 	if err != nil {
 		return nil, fmt.Errorf("parent %s (%s): %w", p.Base.Redacted(), p.Source, err)
@@ -153,7 +200,10 @@ func (p *Parent) locate(opts ParentOptions, getenv func(string) string, ppid int
 		if err != nil {
 			return "", fmt.Errorf("runtime file %s: %w", path, err)
 		}
-		p.Base, p.Source = base, "runtime file "+path
+		if rf.PID != 0 && rf.PID != ppid {
+			return "", fmt.Errorf("runtime file %s names process %d, not %d: it is stale", path, rf.PID, ppid)
+		}
+		p.Base, p.Source, p.runtimePath = base, "runtime file "+path, path
 		p.HasAuth = rf.Token != "" || passwordSet(rf.Password)
 		p.version = rf.Version
 		p.RootDir = rf.RootDir
@@ -199,8 +249,8 @@ func (p *Parent) Version(ctx context.Context) (string, error) {
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("ask the Jupyter server for its version: GET %sapi answered %s", p.Base.Path, resp.Status)
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&body); err != nil || body.Version == "" {
-		return "", fmt.Errorf("ask the Jupyter server for its version: no version in the answer of GET %sapi", p.Base.Path)
+	if err := decodeAnswer(resp, "GET "+p.Base.Path+"api: "+resp.Status, apiVersion, &body); err != nil {
+		return "", fmt.Errorf("ask the Jupyter server for its version: %w", err)
 	}
 	p.mu.Lock()
 	p.version = body.Version

@@ -18,9 +18,17 @@ const asProgramEnv = "MEGANE_TEST_AS_PROGRAM"
 // duration), so a test can reach it without waiting 30 s.
 const exitBoundEnv = "MEGANE_TEST_EXIT_BOUND"
 
+// noDeathNoticeEnv, in the program's environment, turns off the kernel's
+// notice of the parent's death (useParentDeathNotice), so a test can
+// exercise the poll alone.
+const noDeathNoticeEnv = "MEGANE_TEST_NO_DEATH_NOTICE"
+
 func TestMain(m *testing.M) {
 	bridge.RunKeeperIfRequested()
 	if os.Getenv(asProgramEnv) != "" {
+		if os.Getenv(noDeathNoticeEnv) != "" {
+			useParentDeathNotice = false
+		}
 		bound := exitBound
 		if d, err := time.ParseDuration(os.Getenv(exitBoundEnv)); err == nil {
 			bound = d

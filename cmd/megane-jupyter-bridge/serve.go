@@ -121,6 +121,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer wiring.close()
 
+	// In Jupyter mode serve ends, as on SIGTERM, when the process that
+	// started it exits: orphaned, it would go on asking whatever answers
+	// at the dead server's address. The watch ends before runServe returns.
+	parentGone := make(chan error, 1)
+	if wiring.parentPID > 0 {
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			if err := watchParent(watchCtx, wiring.parentPID, parentPoll); err != nil {
+				parentGone <- err
+			}
+		}()
+		defer func() { stopWatch(); <-watched }()
+	}
+
 	b := bridge.New(wiring.opts)
 	listeners, err := listen(c)
 	if err != nil {
@@ -158,6 +174,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
+	case err := <-parentGone:
+		log.Warn("shutting down: the Jupyter server is gone", "reason", err)
+		runErr = fmt.Errorf("%w: stopped", err)
 	case runErr = <-serveErr:
 	}
 	// Stop taking new sockets, then close every tab (their calls are

@@ -22,6 +22,10 @@ type wiring struct {
 	mode     string              // "standalone" or "jupyter"
 	announce func(addr net.Addr) // prints how to connect, once listening
 	closers  []func()            // run by close, last first
+	// parentPID is the process that started serve in Jupyter mode (the
+	// Jupyter server, under jupyter-server-proxy): serve stops when it
+	// exits. 0 in standalone mode, which never watches its parent.
+	parentPID int
 }
 
 func (w *wiring) close() {
@@ -39,6 +43,12 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 		w.mode = "standalone"
 	} else {
 		w.mode = "jupyter"
+		// Whichever way the parent server is found, the process that
+		// started serve is jupyter-server-proxy's Jupyter server: serve
+		// stops when it exits (runServe), also with --jupyter-url, where
+		// the server asked may live elsewhere but a bridge left running
+		// would still answer on a port nobody manages.
+		w.parentPID = os.Getppid()
 		parent, err := jupyter.FindParent(jupyter.ParentOptions{URL: c.jupyterURL})
 		switch {
 		case errors.Is(err, jupyter.ErrNoParent):
@@ -52,7 +62,7 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 		// The process that started serve is, under jupyter-server-proxy, the
 		// Jupyter server itself: its interpreter is the Python whose
 		// sys.prefix and traitlets Jupyter uses, wherever PATH points.
-		jopts.ParentPID = os.Getppid()
+		jopts.ParentPID = w.parentPID
 		jo := auth.JupyterOptions{Logger: log}
 		if len(c.allowOrigins) > 0 || c.allowPat != "" {
 			// Given on the command line (as the server may have been):
