@@ -12,10 +12,16 @@ STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) 
 build:
 	$(GO) build -o $(BIN) ./cmd/megane-jupyter-bridge
 
+# The standalone token, kept across restarts (created with mode 0600 on the
+# first run) beside the receipt key in Jupyter's data directory, found as
+# jupyter_core finds it (a shell expression: evaluated when run starts).
+TOKEN_FILE ?= $${JUPYTER_DATA_DIR:-$${XDG_DATA_HOME:-$$HOME/.local/share}/jupyter}/megane-jupyter-bridge/standalone.token
+
 # Standalone mode (no Jupyter, no internet) with the demo tool server from
-# etc/demo-servers.json; prints the URL to open.
+# etc/demo-servers.json; prints the URL to open. The token is read from
+# TOKEN_FILE, never given on the command line (which every local user can read).
 run: build
-	PATH="$(abspath bin):$$PATH" ./$(BIN) serve --standalone --port $(PORT) --servers etc/demo-servers.json
+	PATH="$(abspath bin):$$PATH" ./$(BIN) serve --standalone --port $(PORT) --servers etc/demo-servers.json --token-file "$(TOKEN_FILE)"
 
 test:
 	$(GO) test -race -count=1 -timeout 25m ./...

@@ -84,20 +84,26 @@ func writeTempKey(path string) (string, error) {
 	if _, err := rand.Read(key); err != nil {
 		return "", fmt.Errorf("generate receipt key: %w", err)
 	}
+	return writePrivateTemp(path, key, "receipt key")
+}
+
+// writePrivateTemp writes data to a new 0600 file beside path (synced) and
+// returns its name; what names the file in errors.
+func writePrivateTemp(path string, data []byte, what string) (string, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return "", fmt.Errorf("create receipt key: %w", err)
+		return "", fmt.Errorf("create %s: %w", what, err)
 	}
 	name := f.Name()
 	fail := func(err error) (string, error) {
 		f.Close()
 		os.Remove(name)
-		return "", fmt.Errorf("write receipt key %s: %w", path, err)
+		return "", fmt.Errorf("write %s %s: %w", what, path, err)
 	}
 	if err := f.Chmod(0o600); err != nil {
 		return fail(err)
 	}
-	if _, err := f.Write(key); err != nil {
+	if _, err := f.Write(data); err != nil {
 		return fail(err)
 	}
 	if err := f.Sync(); err != nil {
@@ -105,7 +111,7 @@ func writeTempKey(path string) (string, error) {
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(name)
-		return "", fmt.Errorf("write receipt key %s: %w", path, err)
+		return "", fmt.Errorf("write %s %s: %w", what, path, err)
 	}
 	return name, nil
 }

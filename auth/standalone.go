@@ -6,15 +6,20 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 )
@@ -236,3 +241,88 @@ func OSUser() string {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TokenEnv is the environment variable serve --standalone reads its token
+// from when neither --token nor --token-file is given. Unlike a command-line
+// argument, the environment of a process is readable only by its owner.
+const TokenEnv = "MEGANE_BRIDGE_TOKEN"
+
+// LoadOrCreateToken returns the standalone token kept in the file at path:
+// its text without surrounding white space. If the file does not exist it
+// is created with a new token (NewToken) and mode 0600, atomically as
+// LoadOrCreateKey creates a key (a missing directory is made with mode
+// 0700), so that a restarted bridge keeps its token; created says so.
+//
+// An existing file is refused, with the reason, when it is not a regular
+// file (a symbolic link included), when its group or others may read or
+// write it (the token lets anyone who has it run the configured tools), or
+// when it holds no token.
+func LoadOrCreateToken(path string) (token string, created bool, err error) {
+	token, err = readTokenFile(path)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return token, false, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", false, fmt.Errorf("create token file directory: %w", err)
+	}
+	fresh, err := NewToken()
+	if err != nil {
+		return "", false, err
+	}
+	tmp, err := writePrivateTemp(path, []byte(fresh+"\n"), "token file")
+	if err != nil {
+		return "", false, err
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			// Another bridge created it first: use its token.
+			token, err = readTokenFile(path)
+			return token, false, err
+		}
+		return "", false, fmt.Errorf("install token file %s: %w", path, err)
+	}
+	token, err = readTokenFile(path)
+	return token, err == nil, err
+}
+
+// tokenFileLimit bounds what is read of a token file: a token is a line.
+const tokenFileLimit = 4096
+
+// readTokenFile reads and checks an existing token file. A missing file
+// yields an error wrapping fs.ErrNotExist.
+func readTokenFile(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return "", fmt.Errorf("token file %s is a symbolic link: give the file itself", path)
+		}
+		return "", fmt.Errorf("open token file: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("stat token file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("token file %s is not a regular file", path)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("token file %s has mode %04o: its group or others may read or change it, and the token lets anyone run the configured tools (chmod 600 it)", path, perm)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, tokenFileLimit+1))
+	if err != nil {
+		return "", fmt.Errorf("read token file %s: %w", path, err)
+	}
+	if len(b) > tokenFileLimit {
+		return "", fmt.Errorf("token file %s is larger than %d bytes: it must hold one token", path, tokenFileLimit)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("token file %s holds no token", path)
+	}
+	if strings.ContainsAny(token, " \t\r\n") {
+		return "", fmt.Errorf("token file %s holds more than one word: it must hold one token", path)
+	}
+	return token, nil
+}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -107,4 +109,104 @@ func TestNewToken(t *testing.T) {
 		t.Fatalf("tokens %q %q", a, b)
 	}
 	_ = http.StatusOK
+}
+
+// TestLoadOrCreateToken: the token file of serve --standalone --token-file
+// (make run). A missing one is created, private, and read back the same on
+// the next start; one others could read or change, or one that holds no
+// single token, is refused with the reason.
+func TestLoadOrCreateToken(t *testing.T) {
+	cases := []struct {
+		name    string
+		prepare func(t *testing.T, path string) // nil: the file and its directory are missing
+		want    string                          // the token; "" = any new one
+		errHas  string                          // refused with this in the error
+	}{
+		{name: "missing: created"},
+		{name: "existing, with a newline", want: "tok-0123456789", prepare: func(t *testing.T, path string) {
+			writeFileMode(t, path, "tok-0123456789\n", 0o600)
+		}},
+		{name: "owner read-only", want: "tok-0123456789", prepare: func(t *testing.T, path string) {
+			writeFileMode(t, path, "tok-0123456789", 0o400)
+		}},
+		{name: "readable by group", errHas: "has mode 0640: its group or others may read or change it", prepare: func(t *testing.T, path string) {
+			writeFileMode(t, path, "tok-0123456789\n", 0o640)
+		}},
+		{name: "readable by others", errHas: "has mode 0604: its group or others may read or change it", prepare: func(t *testing.T, path string) {
+			writeFileMode(t, path, "tok-0123456789\n", 0o604)
+		}},
+		{name: "writable by group", errHas: "has mode 0620", prepare: func(t *testing.T, path string) {
+			writeFileMode(t, path, "tok-0123456789\n", 0o620)
+		}},
+		{name: "empty", errHas: "holds no token", prepare: func(t *testing.T, path string) {
+			writeFileMode(t, path, " \n", 0o600)
+		}},
+		{name: "two words", errHas: "holds more than one word", prepare: func(t *testing.T, path string) {
+			writeFileMode(t, path, "tok-1 tok-2\n", 0o600)
+		}},
+		{name: "a symbolic link", errHas: "is a symbolic link", prepare: func(t *testing.T, path string) {
+			real := filepath.Join(filepath.Dir(path), "real")
+			writeFileMode(t, real, "tok-0123456789\n", 0o600)
+			if err := os.Symlink(real, path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "a directory", errHas: "is not a regular file", prepare: func(t *testing.T, path string) {
+			if err := os.Mkdir(path, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "data", "megane-jupyter-bridge", "standalone.token")
+			if tc.prepare != nil {
+				if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				tc.prepare(t, path)
+			}
+			token, created, err := LoadOrCreateToken(path)
+			if tc.errHas != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.errHas) || !strings.Contains(err.Error(), path) {
+					t.Fatalf("got %q, %v; want an error naming %s and saying %q", token, err, path, tc.errHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if created != (tc.prepare == nil) {
+				t.Errorf("created = %v", created)
+			}
+			if tc.want != "" && token != tc.want {
+				t.Errorf("token %q, want %q", token, tc.want)
+			}
+			if tc.prepare == nil {
+				if len(token) != 64 {
+					t.Errorf("new token %q is not 32 random bytes in hex", token)
+				}
+				for p, want := range map[string]os.FileMode{path: 0o600, filepath.Dir(path): 0o700} {
+					if st, err := os.Stat(p); err != nil || st.Mode().Perm() != want {
+						t.Errorf("%s: %v, want mode %04o", p, st.Mode(), want)
+					}
+				}
+			}
+			again, created, err := LoadOrCreateToken(path)
+			if err != nil || again != token || created {
+				t.Errorf("second load: %q, created %v, %v; want %q from the file", again, created, err, token)
+			}
+		})
+	}
+}
+
+// writeFileMode writes text to path with exactly mode perm.
+func writeFileMode(t *testing.T, path, text string, perm os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, perm); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -34,6 +34,7 @@ func DefaultStripEnv() []string {
 		"JUPYTERHUB_CRYPT_KEY",           // the Hub's auth-state encryption key
 		"CONFIGPROXY_AUTH_TOKEN",         // configurable-http-proxy's API token
 		"MEGANE_JUPYTER_BRIDGE_*",        // the bridge's own settings and tokens
+		"MEGANE_BRIDGE_TOKEN",            // the standalone bridge's token
 		"JUPYTER_PASSWORD",               // a login password
 		"JUPYTERHUB_OAUTH_CLIENT_SECRET", // the server's OAuth client secret
 		"JUPYTERHUB_CLIENT_SECRET",       // likewise, older name

@@ -35,6 +35,7 @@ type serveConfig struct {
 	baseURL      string
 	standalone   bool
 	token        string
+	tokenFile    string
 	allowOrigins stringList
 	allowPat     string
 	allowHosts   stringList
@@ -56,7 +57,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.unixSocket, "unix-socket", "", "listen on this unix socket instead of a TCP port")
 	fs.StringVar(&c.baseURL, "base-url", "/", "the Jupyter base URL the bridge is served under")
 	fs.BoolVar(&c.standalone, "standalone", false, "run without Jupyter: require --token (or a generated one) and check Origin")
-	fs.StringVar(&c.token, "token", "", "standalone token (default: a random one, printed)")
+	fs.StringVar(&c.token, "token", "", "standalone token; every local user can read it in the process list, so prefer --token-file or "+auth.TokenEnv+" (default: "+auth.TokenEnv+", else a random one, printed)")
+	fs.StringVar(&c.tokenFile, "token-file", "", "standalone: read the token from this file, which must be readable by its owner only (created with a random token, mode 0600, if missing)")
 	fs.Var(&c.allowOrigins, "allow-origin", "an extra Origin to accept (standalone: repeatable; with Jupyter: once, its ServerApp.allow_origin, replacing the configured allow_origin and allow_origin_pat)")
 	fs.StringVar(&c.allowPat, "allow-origin-pat", "", "with Jupyter: its ServerApp.allow_origin_pat, a regular expression for the Origins to accept (replaces the configured allow_origin and allow_origin_pat, like --allow-origin)")
 	fs.Var(&c.allowHosts, "allow-host", "standalone: an extra Host to accept besides loopback (repeatable)")
@@ -88,6 +90,10 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 		return nil, usageError{"--allow-host is for --standalone: with Jupyter, the Jupyter server checks the Host (ServerApp.allow_remote_access, ServerApp.local_hostnames)"}
 	case !c.standalone && c.token != "":
 		return nil, usageError{"--token is for --standalone: with Jupyter, pages connect with Jupyter's own credentials"}
+	case !c.standalone && c.tokenFile != "":
+		return nil, usageError{"--token-file is for --standalone: with Jupyter, pages connect with Jupyter's own credentials"}
+	case c.token != "" && c.tokenFile != "":
+		return nil, usageError{"give the token once: --token or --token-file"}
 	case !c.standalone && len(c.allowOrigins) > 1:
 		return nil, usageError{fmt.Sprintf("--allow-origin is given %d times, but with Jupyter it stands for the server's ServerApp.allow_origin, one Origin or \"*\": give it once, or give --allow-origin-pat a regular expression that matches them all (as the server's ServerApp.allow_origin_pat must)", len(c.allowOrigins))}
 	case c.allowPat != "":

@@ -36,6 +36,13 @@ func (w *wiring) close() {
 
 func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Writer) (*wiring, error) {
 	w := &wiring{}
+	// The token's variable is read once and removed from the environment,
+	// so no tool server inherits it whatever the admin's strip_env says.
+	envToken := os.Getenv(auth.TokenEnv)
+	os.Unsetenv(auth.TokenEnv)
+	if envToken != "" && !c.standalone {
+		log.Warn(auth.TokenEnv + " is ignored: it is for --standalone; with Jupyter, pages connect with Jupyter's own credentials")
+	}
 	jopts := jupyter.Options{RootDir: c.rootDir, Python: c.python, Logger: log}
 	var gate bridge.Gate
 	var watcher *jupyter.Watcher // Jupyter's configuration, loaded once before the gate is built
@@ -116,12 +123,9 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 	w.opts.Approvals = auth.NewReceipts(key, auth.ReceiptOptions{KeyFile: keyPath})
 
 	if c.standalone {
-		token := c.token
-		if token == "" {
-			token, err = auth.NewToken()
-			if err != nil {
-				return nil, err
-			}
+		token, err := standaloneToken(c, envToken, log)
+		if err != nil {
+			return nil, err
 		}
 		w.opts.Gate = auth.NewStandalone(auth.StandaloneOptions{
 			Token: token, AllowOrigins: c.allowOrigins, AllowHosts: c.allowHosts, Logger: log,
@@ -144,6 +148,30 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 	}
 	w.opts.Gate = gate
 	return w, nil
+}
+
+// standaloneToken returns the standalone token: --token (with a warning:
+// a command line is readable by every local user), else --token-file, else
+// envToken (MEGANE_BRIDGE_TOKEN's value), else a new random one. It logs
+// where the token came from, never the token.
+func standaloneToken(c *serveConfig, envToken string, log *slog.Logger) (string, error) {
+	switch {
+	case c.token != "":
+		log.Warn("--token is visible to every local user in the process list (ps, /proc/<pid>/cmdline): use --token-file or " + auth.TokenEnv + " instead")
+		return c.token, nil
+	case c.tokenFile != "":
+		token, created, err := auth.LoadOrCreateToken(c.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		log.Info("standalone token", "from", c.tokenFile, "created", created)
+		return token, nil
+	case envToken != "":
+		log.Info("standalone token", "from", auth.TokenEnv)
+		return envToken, nil
+	}
+	log.Info("standalone token", "from", "a new random one (printed below)")
+	return auth.NewToken()
 }
 
 // newCatalog returns the servers' source: the --servers file, or Jupyter's
