@@ -122,15 +122,12 @@ func (t *tab) handleCall(m pageMessage) {
 		t.push(errorReply(m.Type, m.ID, errorf(CodeBusy, "%s already has %d calls in flight; try again shortly", *req.Server, n)))
 		return
 	}
-	timeout := time.Duration(info.expectedSeconds * 5 * float64(time.Second))
+	timeout := durationAtMost(info.expectedSeconds*5, time.Second, t.b.opts.CallTimeoutMax)
 	if timeout < 60*time.Second {
-		timeout = 60 * time.Second
+		timeout = min(60*time.Second, t.b.opts.CallTimeoutMax)
 	}
 	if req.TimeoutMs != nil {
-		timeout = time.Duration(*req.TimeoutMs * float64(time.Millisecond))
-	}
-	if timeout > t.b.opts.CallTimeoutMax {
-		timeout = t.b.opts.CallTimeoutMax
+		timeout = durationAtMost(*req.TimeoutMs, time.Millisecond, t.b.opts.CallTimeoutMax)
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, timeout)
 	c := &call{t: t, s: s, id: m.ID, token: t.b.newToken("mjb-"), tool: *req.Tool, args: args,
@@ -160,6 +157,17 @@ func (t *tab) handleCall(m pageMessage) {
 		raw, perr := s.callTool(ctx, c)
 		c.finish(raw, perr)
 	}()
+}
+
+// durationAtMost is n units as a Duration, and max when that is longer.
+// The comparison is made before converting: a float64 beyond the int64
+// range of nanoseconds (timeoutMs: 1e308 is valid JSON) converts to a
+// negative Duration, which would time the call out at once.
+func durationAtMost(n float64, unit, max time.Duration) time.Duration {
+	if !(n < float64(max)/float64(unit)) { // also NaN
+		return max
+	}
+	return time.Duration(n * float64(unit))
 }
 
 // stillConfigured refuses a new call on a session whose entry was removed

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -266,6 +267,40 @@ func TestTimeout(t *testing.T) {
 	waitFor(t, 5*time.Second, "notifications/cancelled upstream", func() bool {
 		return countOf(journalMethods(t, j), "notifications/cancelled") == 1
 	})
+}
+
+// TestTimeoutBeyondDuration: a timeoutMs past what a time.Duration holds
+// (valid JSON up to 1.8e308) is the longest call allowed
+// (Options.CallTimeoutMax), not a negative duration that timed the call out
+// before it was sent.
+func TestTimeoutBeyondDuration(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	spec := fakeServer(t, "fake", bridgetest.Mode{})
+	h := newHarness(t, bridge.Options{CallTimeoutMax: 700 * time.Millisecond}, spec)
+	p := h.page(ctx)
+	connect(t, ctx, p, 1, spec)
+	id := 10
+	for _, ms := range []float64{1e308, math.MaxFloat64, 9.3e15, 1e13, float64(math.MaxInt64) / 1e6} {
+		t.Run(strconv.FormatFloat(ms, 'g', -1, 64), func(t *testing.T) {
+			id++
+			r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": id, "server": "fake", "tool": "echo",
+				"arguments": map[string]any{"a": 1}, "timeoutMs": ms})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustOK(t, r)
+			id++
+			r, err = p.Request(ctx, map[string]any{"type": "tools:call", "id": id, "server": "fake", "tool": "slow",
+				"arguments": map[string]any{"steps": 1000, "intervalMs": 50, "tag": "t"}, "timeoutMs": ms})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustErr(t, r, bridge.CodeTimeout)
+			if !strings.Contains(r.Error.Message, "did not finish within 700ms") {
+				t.Fatalf("the call was not given the longest time allowed: %s", r.Error.Message)
+			}
+		})
+	}
 }
 
 func TestCrashMidCall(t *testing.T) {
