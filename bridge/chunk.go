@@ -113,7 +113,8 @@ func appendEscaped(dst, s []byte) []byte {
 
 // chunkFrames writes the message made of parts as chunk sequence id, one
 // frame per writer that next returns (closing it ends the frame). Frames are
-// streamed through scratch, so no frame-sized buffer is held.
+// escaped through scratch in pieces; how a frame reaches the socket is the
+// writer's business (a tab collects each into one WebSocket frame).
 func chunkFrames(parts [][]byte, id string, frameLimit int, scratch []byte, next func() (io.WriteCloser, error)) error {
 	ends := planChunks(parts, frameLimit-chunkHeadMax)
 	total := 0

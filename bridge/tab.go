@@ -167,6 +167,46 @@ func (t *tab) recheckLoop() {
 	}
 }
 
+// frameWriter collects one frame and writes it as a single WebSocket frame
+// on Close. gorilla's NextWriter sends a message larger than its 32 KiB
+// write buffer as 32 KiB continuation frames, and tornado before 6.3 (Debian
+// 12's 6.2, under jupyter-server-proxy) joins continuation frames by bytes
+// concatenation, quadratic in their number: an 8 MiB chunk in 32 KiB pieces
+// cost it about 1 GiB of copying (BenchmarkJupyterHop, cProfile of the
+// server: tornado's _receive_frame). Owned by the writeLoop.
+type frameWriter struct {
+	buf   []byte
+	write func([]byte) error
+}
+
+func (f *frameWriter) Write(p []byte) (int, error) {
+	f.buf = append(f.buf, p...)
+	return len(p), nil
+}
+
+func (f *frameWriter) Close() error {
+	err := f.write(f.buf)
+	f.buf = f.buf[:0]
+	return err
+}
+
+// reserve makes room for a frame of up to n bytes at once, so that the
+// buffer is allocated once instead of by doubling (each outgrown buffer
+// would be live until the next collection).
+func (f *frameWriter) reserve(n int) {
+	if cap(f.buf) < n {
+		f.buf = make([]byte, 0, n)
+	}
+}
+
+// release drops a buffer a large message grew, so that an idle tab holds
+// none.
+func (f *frameWriter) release() {
+	if cap(f.buf) > 64<<10 {
+		f.buf = nil
+	}
+}
+
 // writeLoop owns every write to the socket.
 func (t *tab) writeLoop() {
 	ping := time.NewTicker(t.b.opts.PingInterval)
@@ -182,42 +222,29 @@ func (t *tab) writeLoop() {
 		_ = t.conn.SetWriteDeadline(d)
 		return t.conn.WriteMessage(websocket.TextMessage, p)
 	}
-	nextWriter := func() (io.WriteCloser, error) {
-		d := time.Now().Add(t.b.opts.WriteTimeout)
-		if !flushBy.IsZero() {
-			d = flushBy
-		}
-		_ = t.conn.SetWriteDeadline(d)
-		return t.conn.NextWriter(websocket.TextMessage)
-	}
+	// Every message and chunk goes out as one WebSocket frame: frame
+	// collects it and writes it whole on Close.
+	frame := &frameWriter{write: writeFrame}
+	nextWriter := func() (io.WriteCloser, error) { return frame, nil }
 	// send writes one message: as one frame when it fits, else as chunks.
 	send := func(parts [][]byte) error {
+		defer frame.release()
 		total := 0
 		for _, p := range parts {
 			total += len(p)
 		}
 		if total > frameLimit {
+			frame.reserve(frameLimit)
 			return chunkFrames(parts, t.b.newToken("b"), frameLimit, buf, nextWriter)
 		}
 		if len(parts) == 1 {
 			return writeFrame(parts[0])
 		}
-		d := time.Now().Add(t.b.opts.WriteTimeout)
-		if !flushBy.IsZero() {
-			d = flushBy
-		}
-		_ = t.conn.SetWriteDeadline(d)
-		w, err := t.conn.NextWriter(websocket.TextMessage)
-		if err != nil {
-			return err
-		}
+		frame.reserve(total)
 		for _, p := range parts {
-			if _, err := w.Write(p); err != nil {
-				w.Close()
-				return err
-			}
+			frame.Write(p)
 		}
-		return w.Close()
+		return frame.Close()
 	}
 	for {
 		select {

@@ -29,6 +29,8 @@ import (
 //
 // Metrics: alone-ms/op and proxied-ms/op (one call each per op) and
 // proxied/alone, the ratio of the two (target ≤ 1.2).
+// MEGANE_TEST_PROXY_PROFILE=FILE writes a cProfile of the Jupyter server
+// (tornado's relay) per frame limit to FILE.<limit>.
 func BenchmarkJupyterHop(b *testing.B) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -37,8 +39,12 @@ func BenchmarkJupyterHop(b *testing.B) {
 	fixture := atomsFixture(b, exe, 500000)
 	for _, frame := range []string{"1MiB", "2MiB", "4MiB", "8MiB"} {
 		b.Run("frame_limit="+frame, func(b *testing.B) {
+			env := []string{asProgramEnv + "=1"}
+			if p := os.Getenv("MEGANE_TEST_PROXY_PROFILE"); p != "" {
+				env = append(env, "MEGANE_TEST_PROXY_PROFILE="+p+"."+frame)
+			}
 			j := jupytertest.Start(b, jupytertest.Spec{ServerProxy: true,
-				Env:    []string{asProgramEnv + "=1"},
+				Env:    env,
 				DirEnv: map[string]string{"JUPYTER_CONFIG_PATH": "admin"},
 				Files: map[string]string{
 					"config/jupyter_server_config.json": proxiedConfigMode(b, exe, exe, false, bridgetest.Mode{FixtureCalls: map[string]string{"atoms": fixture}}),

@@ -238,6 +238,15 @@ _processes = []
 
 
 def _load_jupyter_server_extension(serverapp):
+    # MEGANE_TEST_PROXY_PROFILE=FILE profiles the server's thread (where
+    # tornado relays) and writes the cProfile stats to FILE at exit.
+    profile_to = os.environ.get("MEGANE_TEST_PROXY_PROFILE")
+    if profile_to:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        atexit.register(profiler.dump_stats, profile_to)
     base_url = serverapp.base_url
     handlers = []
     for name, spec in ServerProxy(parent=serverapp).servers.items():
