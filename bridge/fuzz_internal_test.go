@@ -16,13 +16,15 @@ import (
 
 // FuzzDecodeEnvelope: any frame is either accepted with a usable type and
 // id, or refused with bad-request; either way the reply the bridge would
-// send, echoing what could be read, is one valid JSON object.
+// send, echoing what could be read, is one valid JSON object in UTF-8. A
+// frame that is not UTF-8 is never accepted.
 func FuzzDecodeEnvelope(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"tools:servers","id":1}`, `{"type":"tools:call","id":"a\"b","server":"x"}`,
 		`{"type":"tools:chunk","id":-1.5e3}`, `{"id":{"a":1},"type":"x"}`, `{"type":5,"id":1}`,
 		`{"type":"x","id":null}`, `[1]`, ` {"type":"\u0000","id":"\ud800"}`, `{"type":"a","type":"b","id":1,"id":"2"}`,
 		`hello`, ``, `{"type":"tools:servers","id":1} trailing`, "{\"type\":\"t\",\"id\":\"\xff\"}",
+		`{"type":"tools:call","id":1,"arguments":{"s":"\\\udc00 \ud83d\ude00"}}`, "{\"type\":\"tools:call\",\"id\":1,\"arguments\":{\"\xed\xa0\x80\":1}}",
 	} {
 		f.Add([]byte(s))
 	}
@@ -40,8 +42,11 @@ func FuzzDecodeEnvelope(f *testing.F) {
 				t.Fatal("the frame must be kept for the type-specific decoding")
 			}
 		}
-		if msg.ID != nil && !json.Valid(msg.ID) {
-			t.Fatalf("an id to echo must be valid JSON: %q", msg.ID)
+		if msg.ID != nil && (!json.Valid(msg.ID) || !utf8.Valid(msg.ID)) {
+			t.Fatalf("an id to echo must be valid JSON in UTF-8: %q", msg.ID)
+		}
+		if perr == nil && !utf8.Valid(frame) {
+			t.Fatalf("accepted a frame that is not UTF-8: %q", frame)
 		}
 		e := perr
 		if e == nil {

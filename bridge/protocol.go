@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ProtocolVersion is the version of the page protocol described in PROTOCOL.md.
@@ -155,7 +157,97 @@ func decodeEnvelope(frame []byte) (pageMessage, *protoError) {
 		}
 		return msg, errorf(CodeBadRequest, "\"id\" must be a string or a number")
 	}
+	if at, what := notText(frame); at >= 0 {
+		if !utf8.Valid(msg.ID) {
+			msg.ID = nil // a reply must be text: it cannot echo this id
+		}
+		where := ""
+		if field := topField(frame, at); field != "" {
+			where = " (in " + strconv.Quote(field) + ")"
+		}
+		return msg, errorf(CodeBadRequest, "byte %d of the message%s is %s: JSON text must be Unicode in UTF-8, and the bridge neither passes on nor replaces what is not", at, where, what)
+	}
 	return msg, nil
+}
+
+// notText returns the offset in frame, a JSON text, of the first thing that
+// is not Unicode text, and what it is; or -1. That is a byte sequence that is
+// not UTF-8, or a \u escape of a UTF-16 surrogate that is not half of a
+// pair (JSON lets one be written; it is no character). Either would reach a
+// tool server changed, since JSON decoders (Go's among them) turn both into
+// U+FFFD, so such a message is refused rather than altered.
+func notText(frame []byte) (int, string) {
+	if !utf8.Valid(frame) {
+		for i := 0; i < len(frame); {
+			r, n := utf8.DecodeRune(frame[i:])
+			if r == utf8.RuneError && n == 1 {
+				return i, fmt.Sprintf("0x%02x, not UTF-8", frame[i])
+			}
+			i += n
+		}
+	}
+	for i := 0; ; {
+		k := bytes.Index(frame[i:], []byte(`\u`))
+		if k < 0 {
+			return -1, ""
+		}
+		k += i
+		// An escape only if the backslash is not itself escaped: an odd
+		// run of backslashes ends at k. (Outside strings a valid JSON text
+		// has no backslash.)
+		run := 0
+		for j := k; j >= 0 && frame[j] == '\\'; j-- {
+			run++
+		}
+		i = k + 2
+		if run%2 == 0 {
+			continue
+		}
+		hi, ok := hex4(frame, k+2)
+		if !ok || hi < 0xD800 || hi > 0xDFFF {
+			continue
+		}
+		if hi < 0xDC00 && k+12 <= len(frame) && frame[k+6] == '\\' && frame[k+7] == 'u' {
+			if lo, ok := hex4(frame, k+8); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+				i = k + 12
+				continue
+			}
+		}
+		return k, "an escaped lone UTF-16 surrogate (" + string(frame[k:k+6]) + "), not a character"
+	}
+}
+
+// hex4 reads the four hex digits at frame[at:].
+func hex4(frame []byte, at int) (uint64, bool) {
+	if at+4 > len(frame) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(frame[at:at+4]), 16, 16)
+	return v, err == nil
+}
+
+// topField names the member of frame's top-level object whose value holds
+// offset at, or "" when none does.
+func topField(frame []byte, at int) string {
+	dec := json.NewDecoder(bytes.NewReader(frame))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return ""
+		}
+		if int(dec.InputOffset()) > at {
+			return key
+		}
+	}
+	return ""
 }
 
 // decodeFields decodes the frame into v, turning type mismatches into a
