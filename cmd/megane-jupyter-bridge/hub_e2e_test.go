@@ -115,6 +115,10 @@ func TestHubEndToEnd(t *testing.T) {
 	for _, u := range users {
 		files["home/"+u.name+"/.jupyter/jupyter_server_config.py"] = readFile(t, "../../etc/jupyterhub/jupyter_server_config.py")
 	}
+	// alice's server forgets a token's identity after 10 s instead of 300 s,
+	// as jupyter/CONFIG.md suggests, so that revocation can be measured.
+	const cacheMaxAge = 10 * time.Second
+	files["home/alice/.jupyter/jupyter_server_config.py"] += "\nc.HubAuth.cache_max_age = 10\n"
 	h := jupytertest.StartHub(t, jupytertest.HubSpec{Root: root, Config: hubE2EConfig, Files: files})
 	bin := filepath.Join(h.Inner, "bin", "megane-jupyter-bridge")
 	copyExecutable(t, exe, h.Path("bin/megane-jupyter-bridge"))
@@ -162,6 +166,23 @@ func TestHubEndToEnd(t *testing.T) {
 			vera := h.Token(t, "vera", nil)
 			bob := h.Token(t, "bob", nil)
 			same := strings.TrimSuffix(h.Public, "/")
+
+			// Revocation: a socket opened with a token that is then revoked
+			// at the Hub is closed by the bridge's next re-check after the
+			// server's cache has let the token go. The wait overlaps the
+			// cases below and is checked at the end.
+			var revoked *bridgetest.Page
+			var revokedAt time.Time
+			if u.name == "alice" {
+				tok, id := h.TokenWithID(t, u.name, nil)
+				p, _, err := proxiedPage(t, public, "", http.Header{"Authorization": {"token " + tok}})
+				if err != nil {
+					t.Fatalf("dial: %v", err)
+				}
+				connectBridgetest(t, p)
+				h.RevokeToken(t, u.name, id)
+				revoked, revokedAt = p, time.Now()
+			}
 
 			t.Run("browser cookie: a 40 MB result through every hop, byte-exact", func(t *testing.T) {
 				p, _, err := proxiedPage(t, public, "", http.Header{"Cookie": {cookie}, "Origin": {same}})
@@ -242,6 +263,20 @@ func TestHubEndToEnd(t *testing.T) {
 					t.Fatalf("status page: %d %.300s", status, body)
 				}
 			})
+			if revoked != nil {
+				t.Run("a revoked token's socket is closed", func(t *testing.T) {
+					// HubAuth.cache_max_age, then at most one re-check
+					// interval (60 s), and slack for a loaded machine.
+					bound := cacheMaxAge + 60*time.Second + 20*time.Second
+					select {
+					case <-revoked.Done():
+					case <-time.After(bound - time.Since(revokedAt)):
+						t.Fatalf("the socket of a revoked token is still open %s after the revocation", bound)
+					}
+					t.Logf("closed %s after the token was revoked (cache_max_age %s, re-check every 60 s)", time.Since(revokedAt).Round(time.Second), cacheMaxAge)
+					checkClosing(t, revoked, bridge.CloseForbidden, "")
+				})
+			}
 			// The bridge's log lines (slog's, among the Hub's and the
 			// servers') name no credential and no unserved path.
 			for _, line := range strings.Split(h.Out.String(), "\n") {

@@ -159,7 +159,7 @@ func StartHub(t testing.TB, spec HubSpec) *Hub {
 	}
 }
 
-// api calls the Hub's REST API as the tester service.
+// API calls the Hub's REST API as the tester service.
 func (h *Hub) API(t testing.TB, method, path string, body any, into any) int {
 	t.Helper()
 	var rd io.Reader
@@ -186,7 +186,7 @@ func (h *Hub) API(t testing.TB, method, path string, body any, into any) int {
 	return resp.StatusCode
 }
 
-// startServer starts user's default server and returns its internal URL
+// StartServer starts user's default server and returns its internal URL
 // (the proxy's route target) once it is ready.
 func (h *Hub) StartServer(t testing.TB, user string) string {
 	t.Helper()
@@ -194,7 +194,7 @@ func (h *Hub) StartServer(t testing.TB, user string) string {
 	return h.Route(t, user)
 }
 
-// spawn creates the users user, bob and vera, starts user's default
+// Spawn creates the users user, bob and vera, starts user's default
 // server, waits until the Hub says it is ready, and returns its process id
 // (the spawner's state).
 func (h *Hub) Spawn(t testing.TB, user string) int {
@@ -222,7 +222,7 @@ func (h *Hub) Spawn(t testing.TB, user string) int {
 	}
 }
 
-// route returns the proxy's route target for user's default server, from
+// Route returns the proxy's route target for user's default server, from
 // configurable-http-proxy's REST API (plain http: not under internal SSL).
 func (h *Hub) Route(t testing.TB, user string) string {
 	t.Helper()
@@ -246,7 +246,7 @@ func (h *Hub) Route(t testing.TB, user string) string {
 	return r.Target
 }
 
-// killUnder kills (SIGKILL) every process whose HOME is dir or below it and
+// KillUnder kills (SIGKILL) every process whose HOME is dir or below it and
 // waits until they are gone; it returns their ids and command names.
 func KillUnder(dir string) []string {
 	var killed []string
@@ -285,9 +285,16 @@ func KillUnder(dir string) []string {
 	return killed
 }
 
-// token creates an API token for user with the given scopes (nil: the
+// Token creates an API token for user with the given scopes (nil: the
 // user's own).
 func (h *Hub) Token(t testing.TB, user string, scopes []string) string {
+	t.Helper()
+	token, _ := h.TokenWithID(t, user, scopes)
+	return token
+}
+
+// TokenWithID is Token, also returning the token's id (for RevokeToken).
+func (h *Hub) TokenWithID(t testing.TB, user string, scopes []string) (token, id string) {
 	t.Helper()
 	body := map[string]any{"note": "megane auth test"}
 	if scopes != nil {
@@ -295,12 +302,19 @@ func (h *Hub) Token(t testing.TB, user string, scopes []string) string {
 	}
 	var out struct {
 		Token string `json:"token"`
+		ID    string `json:"id"`
 	}
 	h.API(t, "POST", "users/"+user+"/tokens", body, &out)
-	return out.Token
+	return out.Token, out.ID
 }
 
-// browserCookie logs user in to the Hub and visits their server the way a
+// RevokeToken deletes user's token with id at the Hub.
+func (h *Hub) RevokeToken(t testing.TB, user, id string) {
+	t.Helper()
+	h.API(t, "DELETE", "users/"+user+"/tokens/"+id, nil, nil)
+}
+
+// BrowserCookie logs user in to the Hub and visits their server the way a
 // browser does (following the OAuth redirects), and returns the Cookie header
 // the browser then sends to /user/<user>/.
 func (h *Hub) BrowserCookie(t testing.TB, user string) string {
@@ -340,7 +354,7 @@ func (h *Hub) BrowserCookie(t testing.TB, user string) string {
 	return cookie
 }
 
-// addRoute adds a configurable-http-proxy route (path prefix → target).
+// AddRoute adds a configurable-http-proxy route (path prefix → target).
 func (h *Hub) AddRoute(t testing.TB, prefix, target string) {
 	t.Helper()
 	body := strings.NewReader(`{"target": "` + target + `"}`)
@@ -356,7 +370,7 @@ func (h *Hub) AddRoute(t testing.TB, prefix, target string) {
 	}
 }
 
-// chpBinary is configurable-http-proxy as .ci/hub-chp.sh installs it.
+// CHPBinary is configurable-http-proxy as .ci/hub-chp.sh installs it.
 func CHPBinary() string {
 	prefix := os.Getenv("MEGANE_CHP_PREFIX")
 	if prefix == "" {
