@@ -7,7 +7,7 @@ PORT      ?= 8765
 FUZZTIME  ?= 10000x
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/staticcheck)
 
-.PHONY: build run test check lint fuzz fuzz-short bench tidy-check clean
+.PHONY: build run test check lint fuzz fuzz-short bench abuse tidy-check clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/megane-jupyter-bridge
@@ -57,6 +57,11 @@ fuzz: FUZZTIME = 2m
 bench:
 	$(GO) run ./cmd/internal/benchharness
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 -timeout 30m ./...
+
+# The heavy versions of the abuse tests (issue 12): 20,000 idle connections
+# against a page's connect (CI runs 2,000).
+abuse:
+	MEGANE_ABUSE_CONNS=20000 $(GO) test -count=1 -run 'TestIdleConnectionsDoNotLockOutPages' -v ./cmd/megane-jupyter-bridge
 
 clean:
 	rm -rf bin

@@ -25,6 +25,9 @@ const noDeathNoticeEnv = "MEGANE_TEST_NO_DEATH_NOTICE"
 
 func TestMain(m *testing.M) {
 	bridge.RunKeeperIfRequested()
+	if spec := os.Getenv(idleConnsEnv); spec != "" {
+		os.Exit(holdIdleConnections(spec))
+	}
 	if os.Getenv(asProgramEnv) != "" {
 		if os.Getenv(noDeathNoticeEnv) != "" {
 			useParentDeathNotice = false

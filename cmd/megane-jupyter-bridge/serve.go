@@ -149,9 +149,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		b.Close()
 		return err
 	}
+	limits := newConnLimiter(maxPending, maxConns)
+	for i, l := range listeners {
+		listeners[i] = limits.wrap(l)
+	}
 	srv := &http.Server{
 		Handler:           b,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		ConnState:         limits.track,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	var wg sync.WaitGroup
