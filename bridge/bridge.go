@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -294,33 +295,55 @@ func (b *Bridge) newToken(prefix string) string {
 }
 
 // acquire gives t a share of the session for spec, starting it if needed.
-func (b *Bridge) acquire(t *tab, spec ServerSpec) (*session, bool) {
+// A session of the same definition that is stopping is waited for, until
+// it is gone or ctx ends, before another is started: whatever tabs do, a
+// definition has at most one process running and one stopping (PROTOCOL.md,
+// "Bounds"). A session in its idle grace is not stopping: it is reused.
+// It returns ctx's error if ctx ended first, errShuttingDown if the bridge
+// is closed.
+func (b *Bridge) acquire(ctx context.Context, t *tab, spec ServerSpec) (*session, error) {
 	key := sessionKey(spec)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil, false
+	for {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return nil, errShuttingDown
+		}
+		s := b.sessions[key]
+		if s != nil && s.stopping {
+			// sessionEnded removes s from b.sessions before done is closed.
+			done := s.done
+			b.mu.Unlock()
+			select {
+			case <-done:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if s == nil {
+			s = newSession(b, spec)
+			sctx, cancel := context.WithCancel(b.ctx)
+			s.cancel = cancel
+			b.sessions[key] = s
+			b.wg.Add(1)
+			go func() {
+				defer b.wg.Done()
+				s.run(sctx)
+			}()
+		}
+		if s.grace != nil {
+			s.grace.Stop()
+			s.grace = nil
+		}
+		s.refs++
+		s.holders[t]++
+		b.mu.Unlock()
+		return s, nil
 	}
-	s := b.sessions[key]
-	if s == nil || s.stopping {
-		s = newSession(b, spec)
-		ctx, cancel := context.WithCancel(b.ctx)
-		s.cancel = cancel
-		b.sessions[key] = s
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			s.run(ctx)
-		}()
-	}
-	if s.grace != nil {
-		s.grace.Stop()
-		s.grace = nil
-	}
-	s.refs++
-	s.holders[t]++
-	return s, true
 }
+
+var errShuttingDown = errors.New("the bridge is shutting down")
 
 // release drops one share of t in s. The last share stops the session, at
 // once if it is still starting, else after the grace period.

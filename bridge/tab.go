@@ -600,12 +600,14 @@ func (t *tab) connect(ctx context.Context, m pageMessage, spec ServerSpec, answe
 		delete(t.shares, spec.Name)
 	}
 	t.mu.Unlock()
-	s, ok := t.b.acquire(t, spec)
+	s, err := t.b.acquire(ctx, t, spec)
 	if old != nil {
 		t.b.release(t, old)
 	}
-	if !ok {
-		answer(errorReply(m.Type, m.ID, errorf(CodeServerFailed, "the bridge is shutting down")))
+	if err != nil {
+		if ctx.Err() == nil {
+			answer(errorReply(m.Type, m.ID, errorf(CodeServerFailed, "%s", err.Error())))
+		} // else answered by whoever cancelled
 		return
 	}
 	// Start progress carries the latest stderr line, at most one message

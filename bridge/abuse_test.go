@@ -1,0 +1,138 @@
+package bridge_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+)
+
+// journalStarts returns the pids of the Start entries of a journal so far.
+func journalStarts(path string) []int {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var pids []int
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e bridgetest.JournalEntry
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Start {
+			pids = append(pids, e.Pid)
+		}
+	}
+	return pids
+}
+
+// liveChildren counts the live processes (not zombies) whose command line
+// holds marker: the servers this test started, under their keepers.
+func liveChildren(marker string) int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	n := 0
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		st, _, ok := bridgetest.ProcStat(pid)
+		if !ok || st == "Z" || st == "X" {
+			continue
+		}
+		cmd, err := os.ReadFile(d + "/cmdline")
+		if err == nil && strings.Contains(string(cmd), marker) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSpawnChurn: tabs that connect and close (or drop before the answer)
+// in a quick loop never make the bridge run more than one process of a
+// server plus one stopping. Bound: at most 2 live processes at any sample;
+// every connect that waits for its answer gets ok.
+func TestSpawnChurn(t *testing.T) {
+	jr := journal(t)
+	// A server slow to stop (it outlives its stdin and ignores SIGTERM) makes each stop last
+	// TerminateDuration + KillDuration, the window in which the bridge used to start
+	// another copy.
+	spec := fakeServer(t, "churn", bridgetest.Mode{Journal: jr, IgnoreSIGTERM: true, LingerAfterEOF: true})
+	marker := "-bridgetest.churn=" + strconv.Itoa(os.Getpid())
+	spec.Args = append(spec.Args, marker)
+	h := newHarness(t, bridge.Options{TerminateDuration: 200 * time.Millisecond, KillDuration: 300 * time.Millisecond}, spec)
+	ctx := testCtx(t, 2*time.Minute)
+
+	// Sample the live processes (started, not yet gone or a zombie).
+	var maxLive atomic.Int64
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			live := liveChildren(marker)
+			if int64(live) > maxLive.Load() {
+				maxLive.Store(int64(live))
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+
+	const workers, cycles = 2, 20 // 40 connect/close cycles, 2 at once; 3 of 4 drop early
+	var wg sync.WaitGroup
+	var okCount atomic.Int64
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range cycles {
+				p, _, err := bridgetest.Dial(ctx, h.wsURL, nil)
+				if err != nil {
+					t.Errorf("dial: %v", err)
+					return
+				}
+				if (w+i)%4 != 0 {
+					// Drop the tab while its connect waits for the start: the
+					// tools:servers answer comes after the connect was taken.
+					_ = p.Send(map[string]any{"type": "tools:connect", "id": 1, "server": spec.Name,
+						"fingerprint": spec.Fingerprint, "confirmed": true})
+					_, _ = p.Request(ctx, map[string]any{"type": "tools:servers", "id": 2})
+					p.Close()
+					continue
+				}
+				r, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": 1, "server": spec.Name,
+					"fingerprint": spec.Fingerprint, "confirmed": true})
+				p.Close()
+				if err != nil || r.OK == nil || !*r.OK {
+					t.Errorf("connect in cycle %d/%d: %v %v", w, i, r, err)
+					return
+				}
+				okCount.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stopSampling)
+	<-sampled
+	starts := len(journalStarts(jr))
+	t.Logf("%d connects answered ok, %d processes started, at most %d live at once", okCount.Load(), starts, maxLive.Load())
+	if got := maxLive.Load(); got > 2 {
+		t.Fatalf("%d processes of one server were live at once; the bound is 2 (one running, one stopping)", got)
+	}
+	if okCount.Load() != workers*cycles/4 {
+		t.Fatalf("%d of %d waited-for connects succeeded", okCount.Load(), workers*cycles/4)
+	}
+}
