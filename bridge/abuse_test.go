@@ -136,3 +136,63 @@ func TestSpawnChurn(t *testing.T) {
 		t.Fatalf("%d of %d waited-for connects succeeded", okCount.Load(), workers*cycles/4)
 	}
 }
+
+// TestPendingConnectsBounded: a tab may have at most MaxPendingConnects
+// connects in flight; the rest are answered busy at once, and the tab and
+// its other requests carry on.
+func TestPendingConnectsBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		max  int // Options.MaxPendingConnects
+		want int // the bound in effect
+	}{
+		{"default", 0, 8},
+		{"three", 3, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := fakeServer(t, "hangs", bridgetest.Mode{HangInit: true})
+			h := newHarness(t, bridge.Options{MaxPendingConnects: tc.max}, spec)
+			ctx := testCtx(t, time.Minute)
+			p := h.page(ctx)
+			const extra = 5
+			for id := 1; id <= tc.want+extra; id++ {
+				if err := p.Send(map[string]any{"type": "tools:connect", "id": id, "server": spec.Name,
+					"fingerprint": spec.Fingerprint, "confirmed": true}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The page's frames are handled in order: once tools:servers is
+			// answered, every connect before it has been answered or taken.
+			r, err := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustOK(t, r)
+			busy := 0
+			for _, m := range p.All() {
+				if m.Type != "tools:connect" {
+					continue
+				}
+				mustErr(t, m, "busy")
+				var id int
+				if err := json.Unmarshal(m.ID, &id); err != nil || id <= tc.want {
+					t.Fatalf("connect %s was refused, but only those after the first %d may be", m.ID, tc.want)
+				}
+				busy++
+			}
+			if busy != extra {
+				t.Fatalf("%d connects answered busy, want %d", busy, extra)
+			}
+			// The connects taken are still in flight, and answerable.
+			r, err = p.Request(ctx, map[string]any{"type": "tools:cancel", "id": 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustOK(t, r)
+			if r, err = p.Reply(ctx, "tools:connect", 1); err != nil {
+				t.Fatal(err)
+			}
+			mustErr(t, r, "cancelled")
+		})
+	}
+}

@@ -35,7 +35,10 @@ type Options struct {
 
 	MaxCallsPerTab    int // calls in flight per tab; if zero, 16
 	MaxCallsPerServer int // calls in flight per session; if zero, 64
-	OutboundQueue     int // messages queued for one tab; if zero, 256. A tab whose queue is full is closed with 4408.
+	// MaxPendingConnects: tools:connect requests in flight (waiting for a
+	// server's start) per tab; more are answered busy. If zero, 8.
+	MaxPendingConnects int
+	OutboundQueue      int // messages queued for one tab; if zero, 256. A tab whose queue is full is closed with 4408.
 
 	PingInterval   time.Duration // if zero, 30s
 	PongTimeout    time.Duration // a socket silent this long is dropped; if zero, 60s
@@ -105,6 +108,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxCallsPerServer == 0 {
 		o.MaxCallsPerServer = 64
+	}
+	if o.MaxPendingConnects == 0 {
+		o.MaxPendingConnects = 8
 	}
 	if o.OutboundQueue == 0 {
 		o.OutboundQueue = 256

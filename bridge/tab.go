@@ -33,15 +33,17 @@ type tab struct {
 
 	work sync.WaitGroup // connects and calls in flight
 
-	mu      sync.Mutex
-	shares  map[string]*session // guarded by mu; by server name
-	pending map[string]*pending // guarded by mu; connects and calls in flight, by id key
+	mu       sync.Mutex
+	shares   map[string]*session // guarded by mu; by server name
+	pending  map[string]*pending // guarded by mu; connects and calls in flight, by id key
+	connects int                 // guarded by mu; the connects in pending (at most Options.MaxPendingConnects)
 }
 
 // pending is a connect or a call in flight.
 type pending struct {
-	cancel func(code, message string) // answers the request and stops it
-	server *session                   // the session a call runs on; nil for a connect
+	cancel  func(code, message string) // answers the request and stops it
+	server  *session                   // the session a call runs on; nil for a connect
+	connect bool                       // a tools:connect
 }
 
 func newTab(b *Bridge, conn *websocket.Conn, adm Admission) *tab {
@@ -486,6 +488,13 @@ func (t *tab) addPending(m pageMessage, p *pending) bool {
 		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "id %s is already in flight: each request in flight needs its own id", m.ID)))
 		return false
 	}
+	if p.connect {
+		if max := t.b.opts.MaxPendingConnects; t.connects >= max {
+			t.push(errorReply(m.Type, m.ID, errorf(CodeBusy, "this tab already has %d connects in flight, the most it may have: retry once one is answered", max)))
+			return false
+		}
+		t.connects++
+	}
 	t.pending[idKey(m.ID)] = p
 	return true
 }
@@ -494,6 +503,9 @@ func (t *tab) removePending(id json.RawMessage, p *pending) {
 	t.mu.Lock()
 	if t.pending[idKey(id)] == p {
 		delete(t.pending, idKey(id))
+		if p.connect {
+			t.connects--
+		}
 	}
 	t.mu.Unlock()
 }
@@ -568,7 +580,7 @@ func (t *tab) handleConnect(m pageMessage) {
 		once.Do(func() { t.push(msg); sent = true; close(answered) })
 		return sent
 	}
-	p := &pending{cancel: func(code, message string) {
+	p := &pending{connect: true, cancel: func(code, message string) {
 		answer(errorReply(m.Type, m.ID, errorf(code, "%s", message)))
 		cancel()
 	}}
