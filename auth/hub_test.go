@@ -10,73 +10,23 @@ import (
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter/jupytertest"
 )
 
-// hubConfig is a JupyterHub 5 configuration: dummy authenticator, servers
-// run as the Hub's own user, JupyterHub's custom jupyter_server scopes with
-// an authorizer that honours them, a viewer role for vera on alice's server,
-// and a service token for the test.
-const hubConfig = `
-c = get_config()
-d = %[1]q
-# The chroot's own configurable-http-proxy (Debian 13) is used, not %[7]q.
-c.JupyterHub.ip = "127.0.0.1"
-c.JupyterHub.port = %[2]d
-c.JupyterHub.hub_ip = "127.0.0.1"
-c.JupyterHub.hub_port = %[3]d
-c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:%[4]d"
-c.ConfigurableHTTPProxy.auth_token = %[5]q
-c.ConfigurableHTTPProxy.pid_file = d + "/proxy.pid"
-c.JupyterHub.db_url = "sqlite:///" + d + "/hub.sqlite"
-c.JupyterHub.cookie_secret_file = d + "/cookie_secret"
-c.JupyterHub.pid_file = d + "/hub.pid"
-c.JupyterHub.authenticator_class = "dummy"
-c.Authenticator.allow_all = True
-c.JupyterHub.spawner_class = "simple"
-c.SimpleLocalProcessSpawner.home_dir_template = d + "/home/{username}"
+// hubConfig is a JupyterHub 5 configuration: jupytertest.HubTestConfig
+// (the scopes and roles of etc/jupyterhub/, a viewer role for vera on
+// alice's server, a service token), with the single-user servers reading
+// singleuser_config.py.
+const hubConfig = jupytertest.HubTestConfig + `
 c.Spawner.args = ["--allow-root", "--config=" + d + "/singleuser_config.py"]
 c.Spawner.environment = {"JUPYTERHUB_SINGLEUSER_EXTENSION": "1"}
-c.Spawner.http_timeout = 60
-c.JupyterHub.custom_scopes = {
-    "custom:jupyter_server:read:*": {"description": "read a server"},
-    "custom:jupyter_server:execute:*": {"description": "execute on a server", "subscopes": ["custom:jupyter_server:read:*"]},
-}
-c.Spawner.oauth_client_allowed_scopes = [
-    "access:servers!server", "custom:jupyter_server:read:*!server", "custom:jupyter_server:execute:*!server",
-]
-c.JupyterHub.services = [{"name": "tester", "api_token": %[6]q}]
-c.JupyterHub.load_roles = [
-    {"name": "user", "scopes": ["self", "custom:jupyter_server:execute:*!user", "custom:jupyter_server:read:*!user"]},
-    {"name": "viewer", "users": ["vera"], "scopes": ["access:servers!user=alice", "custom:jupyter_server:read:*!user=alice"]},
-    {"name": "tester", "services": ["tester"], "scopes": ["admin:users", "admin:servers", "tokens", "list:users", "read:users"]},
-]
 `
 
-// startHub starts a Hub with config (see jupytertest.HubSpec) and
-// singleUserConfig as singleuser_config.py in its directory.
+// startHub starts a Hub with config (see jupytertest.HubSpec) and the
+// single-user example etc/jupyterhub/jupyter_server_config.py (the granular
+// authorizer) as singleuser_config.py in its directory.
 func startHub(t *testing.T, root, config string) *jupytertest.Hub {
 	t.Helper()
 	return jupytertest.StartHub(t, jupytertest.HubSpec{Root: root, Config: config,
-		Files: map[string]string{"singleuser_config.py": singleUserConfig}})
+		Files: map[string]string{"singleuser_config.py": jupytertest.HubExample(t, "jupyter_server_config.py")}})
 }
-
-// singleUserConfig makes the single-user server decide each action by the
-// caller's custom:jupyter_server:<action>:<resource> scopes on this server.
-const singleUserConfig = `
-import os
-from jupyterhub.singleuser.extension import JupyterHubAuthorizer
-
-class ScopeAuthorizer(JupyterHubAuthorizer):
-    def is_authorized(self, handler, user, action, resource):
-        owner = os.environ["JUPYTERHUB_USER"]
-        server = owner + "/" + os.environ.get("JUPYTERHUB_SERVER_NAME", "")
-        wanted = set()
-        for suffix in ("!user=" + owner, "!server=" + server):
-            for res in (resource, "*"):
-                wanted.add("custom:jupyter_server:%s:%s%s" % (action, res, suffix))
-        return bool(self.hub_auth.check_scopes(wanted, user.hub_user))
-
-c = get_config()
-c.ServerApp.authorizer_class = ScopeAuthorizer
-`
 
 func TestHub5Verdicts(t *testing.T) {
 	root := trixieRoot(t)

@@ -27,40 +27,14 @@ import (
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter/jupytertest"
 )
 
-// hubE2EConfig is the test's jupyterhub_config.py (a jupytertest.HubSpec
-// template): etc/jupyterhub/jupyterhub_config.py as it is, then what only a
-// test needs (ports, a dummy authenticator, local processes, a service
-// token, a viewer with read-only access to alice's and carol's servers).
-const hubE2EConfig = `
-c = get_config()
-d = %[1]q
-load_subconfig(d + "/etc/jupyterhub_config.py")
-c.JupyterHub.ip = "127.0.0.1"
-c.JupyterHub.port = %[2]d
-c.JupyterHub.hub_ip = "127.0.0.1"
-c.JupyterHub.hub_port = %[3]d
-c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:%[4]d"
-c.ConfigurableHTTPProxy.auth_token = %[5]q
-c.ConfigurableHTTPProxy.pid_file = d + "/proxy.pid"
-c.JupyterHub.db_url = "sqlite:///" + d + "/hub.sqlite"
-c.JupyterHub.cookie_secret_file = d + "/cookie_secret"
-c.JupyterHub.pid_file = d + "/hub.pid"
-c.JupyterHub.authenticator_class = "dummy"
-c.Authenticator.allow_all = True
-c.JupyterHub.spawner_class = "simple"
-c.SimpleLocalProcessSpawner.home_dir_template = d + "/home/{username}"
+// hubE2EConfig is the test's jupyterhub_config.py: jupytertest's, with
+// the single-user servers reading their users' own configuration (no
+// --config), the jupyter-server-proxy stand-in on PYTHONPATH, and this test
+// binary running as the program when it is started as the bridge
+// (MEGANE_TEST_AS_PROGRAM).
+const hubE2EConfig = jupytertest.HubTestConfig + `
 c.Spawner.args = ["--allow-root"]
-c.Spawner.http_timeout = 60
-# The jupyter-server-proxy stand-in is on PYTHONPATH; this test binary runs
-# as the program when it is started as the bridge (MEGANE_TEST_AS_PROGRAM).
 c.Spawner.environment = {"PYTHONPATH": d + "/pylib", "MEGANE_TEST_AS_PROGRAM": "1"}
-c.JupyterHub.services = [{"name": "tester", "api_token": %[6]q}]
-c.JupyterHub.load_roles = c.JupyterHub.load_roles + [
-    {"name": "viewer", "users": ["vera"], "scopes": [
-        "access:servers!user=alice", "custom:jupyter_server:read:*!user=alice",
-        "access:servers!user=carol", "custom:jupyter_server:read:*!user=carol"]},
-    {"name": "tester", "services": ["tester"], "scopes": ["admin:users", "admin:servers", "tokens", "list:users", "read:users"]},
-]
 `
 
 // trixie returns the Debian 13 chroot built by .ci/trixie-chroot.sh.
@@ -77,15 +51,6 @@ func trixie(t *testing.T) string {
 		jupytertest.Need(t, "root (to chroot into the trixie chroot)", errors.New("not root"))
 	}
 	return root
-}
-
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // TestHubEndToEnd: on JupyterHub 5, alice's server has the registration
@@ -109,11 +74,9 @@ func TestHubEndToEnd(t *testing.T) {
 	// The Hub's directory: this test binary (the bridge and its tool
 	// server), the stand-in, the example configuration, and each user's
 	// Jupyter configuration, as an image would hold them.
-	files := map[string]string{
-		"etc/jupyterhub_config.py": readFile(t, "../../etc/jupyterhub/jupyterhub_config.py"),
-	}
+	files := map[string]string{}
 	for _, u := range users {
-		files["home/"+u.name+"/.jupyter/jupyter_server_config.py"] = readFile(t, "../../etc/jupyterhub/jupyter_server_config.py")
+		files["home/"+u.name+"/.jupyter/jupyter_server_config.py"] = jupytertest.HubExample(t, "jupyter_server_config.py")
 	}
 	// alice's server forgets a token's identity after 10 s instead of 300 s,
 	// as jupyter/CONFIG.md suggests, so that revocation can be measured.

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +23,58 @@ import (
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
 )
+
+// HubTestConfig begins a test's jupyterhub_config.py (a HubSpec.Config
+// template): the deployment example etc/jupyterhub/jupyterhub_config.py as
+// it is (StartHub copies it into the Hub's directory), then what only a
+// test needs: loopback ports, a dummy authenticator, servers run as local
+// processes under the Hub's directory, the tester service, and vera, who
+// may open alice's and carol's servers and read but not execute. A test
+// adds c.Spawner.args and c.Spawner.environment.
+const HubTestConfig = `
+c = get_config()
+d = %[1]q
+load_subconfig(d + "/etc/jupyterhub_config.py")
+# %[7]q is configurable-http-proxy on the host; in a chroot its own is used.
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = %[2]d
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = %[3]d
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:%[4]d"
+c.ConfigurableHTTPProxy.auth_token = %[5]q
+c.ConfigurableHTTPProxy.pid_file = d + "/proxy.pid"
+c.JupyterHub.db_url = "sqlite:///" + d + "/hub.sqlite"
+c.JupyterHub.cookie_secret_file = d + "/cookie_secret"
+c.JupyterHub.pid_file = d + "/hub.pid"
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allow_all = True
+c.JupyterHub.spawner_class = "simple"
+c.SimpleLocalProcessSpawner.home_dir_template = d + "/home/{username}"
+c.Spawner.http_timeout = 60
+c.JupyterHub.services = [{"name": "tester", "api_token": %[6]q}]
+c.JupyterHub.load_roles = c.JupyterHub.load_roles + [
+    {"name": "viewer", "users": ["vera"], "scopes": [
+        "access:servers!user=alice", "custom:jupyter_server:read:*!user=alice",
+        "access:servers!user=carol", "custom:jupyter_server:read:*!user=carol"]},
+    {"name": "tester", "services": ["tester"], "scopes": ["admin:users", "admin:servers", "tokens", "list:users", "read:users"]},
+]
+`
+
+// HubExample returns the file name of etc/jupyterhub/ in this repository
+// (jupyterhub_config.py, jupyter_server_config.py): the deployment
+// examples the Hub tests load as they are.
+func HubExample(t testing.TB, name string) string {
+	t.Helper()
+	_, here, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("cannot locate the repository")
+	}
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(here), "..", "..", "etc", "jupyterhub", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 // HubSpec says how to start a Hub.
 type HubSpec struct {
@@ -37,7 +90,8 @@ type HubSpec struct {
 	// %[7]q CHPBinary.
 	Config string
 	// Files are written into the Hub's directory before it starts, by
-	// relative path (directories are made as needed).
+	// relative path (directories are made as needed). StartHub adds
+	// etc/jupyterhub_config.py, the example HubTestConfig loads.
 	Files map[string]string
 }
 
@@ -75,7 +129,7 @@ func StartHub(t testing.TB, spec HubSpec) *Hub {
 	port, hubPort, apiPort := bridgetest.FreePort(t), bridgetest.FreePort(t), bridgetest.FreePort(t)
 	svcToken, chpToken := token(t), token(t)
 	conf := fmt.Sprintf(spec.Config, inner, port, hubPort, apiPort, chpToken, svcToken, CHPBinary())
-	files := map[string]string{"jupyterhub_config.py": conf}
+	files := map[string]string{"jupyterhub_config.py": conf, "etc/jupyterhub_config.py": HubExample(t, "jupyterhub_config.py")}
 	for k, v := range spec.Files {
 		files[k] = v
 	}
