@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -193,6 +194,93 @@ func TestPendingConnectsBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			mustErr(t, r, "cancelled")
+		})
+	}
+}
+
+// heapAlloc is the live heap after a collection.
+func heapAlloc() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// TestHalfSentChunkReleased: a chunk sequence left half-sent is dropped by
+// its timer after ChunkTimeout, with no further frame from the page, and
+// the memory it declared is released. Bounds: the bad-request answer comes
+// unprompted; the heap returns to within 16 MiB of where it was before the
+// 48 MiB sequence was opened.
+func TestHalfSentChunkReleased(t *testing.T) {
+	h := newHarness(t, bridge.Options{ChunkTimeout: 300 * time.Millisecond})
+	ctx := testCtx(t, time.Minute)
+	p := h.page(ctx)
+	const size = 48 << 20
+	base := heapAlloc()
+	if err := p.Send(map[string]any{"type": "tools:chunk", "id": "half", "seq": 0, "count": 2, "size": size, "data": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, r)
+	held := heapAlloc()
+	r, err = p.Reply(ctx, "tools:chunk", "half")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustErr(t, r, "bad-request")
+	after := heapAlloc()
+	t.Logf("heap: %d MiB before, %d MiB with the sequence open, %d MiB after it expired", base>>20, held>>20, after>>20)
+	if held-base < size/2 {
+		t.Fatalf("the open sequence did not show in the heap (%d bytes more): the measurement is not valid", held-base)
+	}
+	if after-base > 16<<20 {
+		t.Fatalf("%d MiB still held after the sequence expired", (after-base)>>20)
+	}
+}
+
+// TestChunkMemoryShared: the incomplete sequences of all tabs together are
+// bounded by ChunkMemory; a sequence over it is refused busy and the tab
+// carries on.
+func TestChunkMemoryShared(t *testing.T) {
+	h := newHarness(t, bridge.Options{ChunkMemory: 1 << 20})
+	ctx := testCtx(t, time.Minute)
+	a, b := h.page(ctx), h.page(ctx)
+	const size = 700 << 10
+	for _, tc := range []struct {
+		name string
+		p    *bridgetest.Page
+		id   string
+		want string // "" = taken
+	}{
+		{"first tab takes 700 KiB", a, "a", ""},
+		{"second tab's 700 KiB is over 1 MiB", b, "b", "busy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.p.Send(map[string]any{"type": "tools:chunk", "id": tc.id, "seq": 0, "count": 2, "size": size, "data": "x"}); err != nil {
+				t.Fatal(err)
+			}
+			r, err := tc.p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s" + tc.id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustOK(t, r)
+			var got *bridgetest.Msg
+			for _, m := range tc.p.All() {
+				if m.Type == "tools:chunk" {
+					got = m
+				}
+			}
+			switch {
+			case tc.want == "" && got != nil:
+				t.Fatalf("refused: %s", got)
+			case tc.want != "" && got == nil:
+				t.Fatal("not refused")
+			case tc.want != "":
+				mustErr(t, got, tc.want)
+			}
 		})
 	}
 }

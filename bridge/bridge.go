@@ -46,7 +46,12 @@ type Options struct {
 	InitTimeout    time.Duration // for initialize and tools/list; if zero, 10 minutes
 	CallTimeoutMax time.Duration // if zero, 30 minutes
 	IdleGrace      time.Duration // how long a session no tab holds lives on; if zero, 5s; negative, none
-	ChunkTimeout   time.Duration // an inbound chunk sequence must complete within this; if zero, 60s
+	ChunkTimeout   time.Duration // an inbound chunk sequence must complete within this (a timer drops it); if zero, 60s
+	// ChunkMemory bounds the bytes declared by the incomplete inbound chunk
+	// sequences of all tabs together (each tab's are also within
+	// InboundLimit); a sequence that would exceed it is refused busy. If
+	// zero, 256 MiB.
+	ChunkMemory int64
 	// ConfigRecheck: a tools:call checks that its server is still configured
 	// against the Catalog as read at most this long ago (tools:servers and
 	// tools:connect always read it). If zero, 1s; negative, on every call.
@@ -103,6 +108,7 @@ func (o *Options) setDefaults() {
 	def(&o.FrameLimit, 8<<20)
 	def(&o.InboundLimit, 64<<20)
 	def(&o.ResultLimit, 256<<20)
+	def(&o.ChunkMemory, 256<<20)
 	if o.MaxCallsPerTab == 0 {
 		o.MaxCallsPerTab = 16
 	}
@@ -157,7 +163,8 @@ type Bridge struct {
 	snapAt time.Time // guarded by snapMu; when that read began; zero before the first
 
 	upgrader websocket.Upgrader
-	routes   *routes // set by New
+	routes   *routes    // set by New
+	chunks   *chunkPool // set by New; the bytes of every tab's incomplete chunk sequences (Options.ChunkMemory)
 }
 
 // New returns a Bridge. It starts nothing until a page connects.
@@ -177,6 +184,7 @@ func New(opts Options) *Bridge {
 		lastTail:  map[string][]string{},
 	}
 	b.routes = newRoutes(opts.BaseURL, log)
+	b.chunks = &chunkPool{limit: opts.ChunkMemory}
 	b.upgrader = websocket.Upgrader{
 		ReadBufferSize:  32 << 10,
 		WriteBufferSize: 32 << 10,

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -194,23 +196,61 @@ type chunkIn struct {
 	Data  *string         `json:"data"`
 }
 
-// reassembler rebuilds page messages sent as chunks. Owned by the tab's read
-// loop: not safe for concurrent use.
-type reassembler struct {
-	limit   int64         // the inbound limit for one message and for all open sequences together
-	maxOpen int           // open sequences at once
-	timeout time.Duration // a sequence not completed in this time is dropped
-	now     func() time.Time
+// chunkPool bounds the bytes declared by the open inbound chunk sequences of
+// all tabs together (Options.ChunkMemory). A nil pool bounds nothing.
+type chunkPool struct {
+	limit int64
+	used  atomic.Int64
+}
 
-	open    map[string]*sequence // by id key
-	dropped map[string]time.Time // ids of failed sequences whose later chunks are ignored
-	pending int64                // bytes declared by open sequences
+// reserve takes n bytes from the pool; false if they would exceed its limit.
+func (p *chunkPool) reserve(n int64) bool {
+	if p == nil {
+		return true
+	}
+	for {
+		u := p.used.Load()
+		if u+n > p.limit {
+			return false
+		}
+		if p.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
+}
+
+func (p *chunkPool) free(n int64) {
+	if p != nil {
+		p.used.Add(-n)
+	}
+}
+
+// reassembler rebuilds page messages sent as chunks. add and expire are
+// called by the tab's read loop; each open sequence's timer drops it when
+// it is not completed in time, even if no further frame arrives, and
+// closeAll, when the read loop ends, stops the timers and waits for any
+// that fired.
+type reassembler struct {
+	limit    int64         // the inbound limit for one message and for all open sequences together
+	maxOpen  int           // open sequences at once
+	timeout  time.Duration // a sequence not completed in this time is dropped
+	now      func() time.Time
+	pool     *chunkPool      // shared by every tab; nil = unbounded
+	onExpire func(id string) // called by a sequence's timer after dropping it; nil = none
+	timers   sync.WaitGroup  // timers started and neither stopped nor done
+
+	mu      sync.Mutex
+	open    map[string]*sequence // guarded by mu; by id key
+	dropped map[string]time.Time // guarded by mu; ids of failed sequences whose later chunks are ignored
+	pending int64                // guarded by mu; bytes declared by open sequences
+	closed  bool                 // guarded by mu; closeAll ran: no more timers
 }
 
 type sequence struct {
 	count, size, next int64
 	buf               []byte
 	started           time.Time
+	timer             *time.Timer // drops the sequence after the timeout; nil without onExpire
 }
 
 func newReassembler(limit int64, maxOpen int, timeout time.Duration) *reassembler {
@@ -224,6 +264,8 @@ func newReassembler(limit int64, maxOpen int, timeout time.Duration) *reassemble
 // (nil, nil) with ignore=true means the chunk belongs to an already dropped
 // sequence.
 func (r *reassembler) add(id json.RawMessage, frame []byte) (msg []byte, ignore bool, perr *protoError) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	key := idKey(id)
 	if _, gone := r.dropped[key]; gone {
 		return nil, true, nil
@@ -251,10 +293,30 @@ func (r *reassembler) add(id json.RawMessage, frame []byte) (msg []byte, ignore 
 		if len(r.open) >= r.maxOpen {
 			return nil, false, r.drop(key, errorf(CodeBadRequest, "at most %d chunk sequences may be open at once", r.maxOpen))
 		}
+		if !r.pool.reserve(*c.Size) {
+			e := errorf(CodeBusy, "the bridge already holds its limit of %d bytes of incomplete chunk sequences: send the message again later", r.pool.limit)
+			e.Limit, e.Size = r.pool.limit, *c.Size
+			return nil, false, r.drop(key, e)
+		}
 		seq = &sequence{count: *c.Count, size: *c.Size, started: r.now()}
 		seq.buf = make([]byte, 0, *c.Size)
 		r.open[key] = seq
 		r.pending += seq.size
+		if r.onExpire != nil && !r.closed {
+			r.timers.Add(1)
+			seq.timer = time.AfterFunc(r.timeout, func() {
+				defer r.timers.Done()
+				r.mu.Lock()
+				mine := r.open[key] == seq
+				if mine {
+					r.drop(key, nil)
+				}
+				r.mu.Unlock()
+				if mine {
+					r.onExpire(key)
+				}
+			})
+		}
 	}
 	switch {
 	case *c.Seq != seq.next:
@@ -276,13 +338,31 @@ func (r *reassembler) add(id json.RawMessage, frame []byte) (msg []byte, ignore 
 	return seq.buf, false, nil
 }
 
+// close forgets an open sequence and gives its bytes back. Called with mu held.
 func (r *reassembler) close(key string) {
 	if seq := r.open[key]; seq != nil {
 		r.pending -= seq.size
+		r.pool.free(seq.size)
 		delete(r.open, key)
+		if seq.timer != nil && seq.timer.Stop() {
+			r.timers.Done() // it will not run
+		}
 	}
 }
 
+// closeAll drops every open sequence (the tab is closing), stops their
+// timers and waits for any timer already running.
+func (r *reassembler) closeAll() {
+	r.mu.Lock()
+	r.closed = true
+	for key := range r.open {
+		r.close(key)
+	}
+	r.mu.Unlock()
+	r.timers.Wait()
+}
+
+// drop closes a sequence and remembers its id. Called with mu held.
 func (r *reassembler) drop(key string, perr *protoError) *protoError {
 	r.close(key)
 	if len(r.dropped) >= 64 { // bounded: forget the oldest
@@ -301,6 +381,8 @@ func (r *reassembler) drop(key string, perr *protoError) *protoError {
 
 // expire drops sequences older than the timeout and returns their ids.
 func (r *reassembler) expire() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var ids []string
 	now := r.now()
 	for key, seq := range r.open {

@@ -298,6 +298,11 @@ func (t *tab) readLoop() {
 	deadline()
 	c.SetPongHandler(func(string) error { deadline(); return nil })
 	re := newReassembler(t.b.opts.InboundLimit, 4, t.b.opts.ChunkTimeout)
+	re.pool = t.b.chunks
+	re.onExpire = func(id string) {
+		t.push(errorReply(typeChunk, json.RawMessage(id), errorf(CodeBadRequest, "chunk sequence %s was not completed in time", id)))
+	}
+	defer re.closeAll()
 	lastExpire := time.Now()
 	for {
 		typ, r, err := c.NextReader()
