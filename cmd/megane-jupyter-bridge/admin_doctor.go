@@ -255,37 +255,49 @@ func checkJupyter(ctx context.Context, r *report, url string, cfg *jupyter.Confi
 	}
 }
 
-// spawnCheck connects to one server as the bridge would and times
-// initialize and tools/list.
-func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e jupyter.Entry, timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "megane-jupyter-bridge-doctor", Version: version}, nil)
-	var transport mcp.Transport
-	var stdio *bridge.StdioTransport
+// entryTransport is the MCP transport the bridge uses for e: its own stdio
+// transport (junk on stdout skipped, the whole process group stopped, the
+// environment filtered by the admin's strip list) or Streamable HTTP with
+// the entry's headers. stdio is nil for HTTP.
+func entryTransport(cfg *jupyter.Config, e jupyter.Entry) (transport mcp.Transport, stdio *bridge.StdioTransport) {
 	switch e.Transport {
 	case jupyter.TransportStdio:
-		// The bridge's own transport: junk on stdout is skipped, the whole
-		// process group is stopped, and errors read as they do in the bridge.
 		env := cfg.Admin.FilterEnv(os.Environ())
 		for _, k := range names(e.Env) {
 			env = append(env, k+"="+e.Env[k])
 		}
 		stdio = bridge.NewStdioTransport(bridge.StdioOptions{Name: e.Name, Command: e.Command, Args: e.Args,
 			Env: env, Dir: e.Cwd, TerminateDuration: time.Second, KillDuration: 2 * time.Second})
-		transport = stdio
+		return stdio, stdio
 	default:
-		transport = &mcp.StreamableClientTransport{Endpoint: e.URL, MaxRetries: -1,
-			HTTPClient: &http.Client{Transport: headerTransport{e.Headers, http.DefaultTransport}}}
+		return &mcp.StreamableClientTransport{Endpoint: e.URL, MaxRetries: -1,
+			HTTPClient: &http.Client{Transport: headerTransport{e.Headers, http.DefaultTransport}}}, nil
 	}
+}
+
+// stderrHint is the last stderr lines of a stdio server, for an error
+// message that does not already end with them.
+func stderrHint(stdio *bridge.StdioTransport, msg string) string {
+	if stdio == nil {
+		return ""
+	}
+	tail := stdio.StderrTail()
+	if len(tail) == 0 || strings.Contains(msg, tail[len(tail)-1]) {
+		return ""
+	}
+	return "; stderr: " + strings.Join(tail[max(0, len(tail)-3):], " | ")
+}
+
+// spawnCheck connects to one server as the bridge would and times
+// initialize and tools/list.
+func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e jupyter.Entry, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "megane-jupyter-bridge-doctor", Version: version}, nil)
+	transport, stdio := entryTransport(cfg, e)
 	fail := func(step string, start time.Time, err error) {
 		msg := fmt.Sprintf("server %s: %s failed after %s: %v", e.Name, step, time.Since(start).Round(time.Millisecond), err)
-		if stdio != nil {
-			if tail := stdio.StderrTail(); len(tail) > 0 && !strings.Contains(msg, tail[len(tail)-1]) {
-				msg += "; stderr: " + strings.Join(tail[max(0, len(tail)-3):], " | ")
-			}
-		}
-		r.add("error", "%s", msg)
+		r.add("error", "%s", msg+stderrHint(stdio, msg))
 	}
 	start := time.Now()
 	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
