@@ -42,7 +42,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	var cf configFlags
 	cf.register(fs)
-	spawn := fs.Bool("spawn", false, "start each server and time initialize and tools/list")
+	spawn := fs.Bool("spawn", false, "start each server, time initialize and tools/list, and check its tools against the Builder Tool Contract (as check does)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "with --spawn: how long each server may take to answer initialize and tools/list")
 	jupyterURL := fs.String("jupyter-url", "", "the Jupyter server to check (default: every server in Jupyter's runtime directory)")
 	if err := fs.Parse(args); err != nil {
@@ -87,6 +87,15 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *spawn {
 		for _, e := range cfg.Entries {
 			spawnCheck(ctx, r, cfg, e, *timeout)
+			// The Builder Tool Contract checks of `check`, as doctor lines.
+			for _, f := range checkServer(ctx, cfg, e, *timeout) {
+				level := map[string]string{"ok": "ok", "warn": "warning", "fail": "error"}[f.Level]
+				line := strings.TrimPrefix(f.String(), f.Level+": ")
+				if f.Tool != "" {
+					line = "server " + e.Name + ": " + line
+				}
+				r.add(level, "%s", line)
+			}
 		}
 	}
 	if r.errors > 0 {

@@ -146,10 +146,3 @@ func (l *connLimiter) track(conn net.Conn, state http.ConnState) {
 		}
 	}
 }
-
-// counts reports open and pending connections, for tests.
-func (l *connLimiter) counts() (total, pending int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.total, l.pending.Len()
-}

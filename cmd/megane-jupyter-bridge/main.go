@@ -98,6 +98,8 @@ commands:
   serve        serve the Builder Tools WebSocket (started by jupyter-server-proxy, or --standalone)
   servers      print the tool servers the bridge would offer
   doctor       check a deployment and print one line per finding
+  check        check tool servers against the Builder Tool Contract:
+               check [--json] [NAME... | -- COMMAND [ARG...] | URL]
   install      register the bridge with jupyter-server-proxy
   uninstall    remove that registration
   approvals    "approvals reset" revokes every confirmation receipt
@@ -119,6 +121,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runServers(ctx, rest, stdout, stderr)
 	case "doctor":
 		return runDoctor(ctx, rest, stdout, stderr)
+	case "check":
+		return runCheck(ctx, rest, stdout, stderr)
 	case "install":
 		return runInstall(ctx, rest, stdout, stderr)
 	case "uninstall":
