@@ -39,6 +39,15 @@ type Options struct {
 	// server's start) per tab; more are answered busy. If zero, 8.
 	MaxPendingConnects int
 	OutboundQueue      int // messages queued for one tab; if zero, 256. A tab whose queue is full is closed with 4408.
+	// OutboundBytes bounds the bytes queued for one tab: a tab whose
+	// queue would grow past it is not reading and is closed with 4408. If
+	// zero, ResultLimit + 16 MiB (one largest result and the small
+	// messages around it).
+	OutboundBytes int64
+	// OutboundTotal bounds the bytes queued for all tabs together: past
+	// it, the tab with the most queued is closed with 4408 until the total
+	// fits. If zero, 1 GiB; never less than OutboundBytes.
+	OutboundTotal int64
 
 	PingInterval   time.Duration // if zero, 30s
 	PongTimeout    time.Duration // a socket silent this long is dropped; if zero, 60s
@@ -121,6 +130,9 @@ func (o *Options) setDefaults() {
 	if o.OutboundQueue == 0 {
 		o.OutboundQueue = 256
 	}
+	def(&o.OutboundBytes, o.ResultLimit+16<<20)
+	def(&o.OutboundTotal, 1<<30)
+	o.OutboundTotal = max(o.OutboundTotal, o.OutboundBytes)
 	defD(&o.PingInterval, 30*time.Second)
 	defD(&o.PongTimeout, 60*time.Second)
 	defD(&o.WriteTimeout, 30*time.Second)
@@ -149,6 +161,7 @@ type Bridge struct {
 	wg     sync.WaitGroup // tabs and sessions
 
 	nextID atomic.Uint64 // call tokens and chunk ids
+	queued atomic.Int64  // bytes queued for all tabs (the sum of their tab.queued)
 
 	mu        sync.Mutex
 	closed    bool                // guarded by mu

@@ -24,8 +24,13 @@ type tab struct {
 	ctx    context.Context // cancelled when the tab closes
 	cancel context.CancelFunc
 
-	out  chan [][]byte // bounded (Options.OutboundQueue); written by anyone via push, drained by writeLoop; a message is its parts concatenated
+	out  chan [][]byte // bounded (Options.OutboundQueue and OutboundBytes); written by anyone via push, drained by writeLoop; a message is its parts concatenated
 	done chan struct{} // closed by closeWith, once
+
+	qmu     sync.Mutex
+	queued  int64     // guarded by qmu; bytes in out, counted in Bridge.queued too
+	behind  time.Time // guarded by qmu; since when the queue has not been empty (zero when it is)
+	qclosed bool      // guarded by qmu; set when the tab has ended: nothing more is queued or counted
 
 	closeOnce sync.Once
 	closeCode int    // set by closeWith before done is closed
@@ -71,11 +76,84 @@ func (t *tab) pushParts(parts ...[]byte) {
 		return
 	default:
 	}
-	select {
-	case t.out <- parts:
-	default:
-		t.b.log.Warn("tab not reading: closing it", "tab", t.id, "queue", cap(t.out))
+	n := msgSize(parts)
+	t.qmu.Lock()
+	if t.qclosed {
+		t.qmu.Unlock()
+		return
+	}
+	full := t.queued+n > t.b.opts.OutboundBytes
+	if !full {
+		select {
+		case t.out <- parts:
+			if t.queued == 0 {
+				t.behind = time.Now()
+			}
+			t.queued += n
+			t.b.queued.Add(n)
+		default:
+			full = true
+		}
+	}
+	queued := t.queued
+	t.qmu.Unlock()
+	if full {
+		t.b.log.Warn("tab not reading: closing it", "tab", t.id, "queue", len(t.out), "queued_bytes", queued, "message_bytes", n)
 		t.closeWith(CloseSlowReader, "the page is not reading its messages")
+		return
+	}
+	if t.b.queued.Load() > t.b.opts.OutboundTotal {
+		t.b.shedSlowest()
+	}
+}
+
+// sent accounts for a message of n bytes that left the queue.
+func (t *tab) sent(n int64) {
+	t.qmu.Lock()
+	if !t.qclosed {
+		t.queued -= n
+		t.b.queued.Add(-n)
+		if t.queued == 0 {
+			t.behind = time.Time{}
+		}
+	}
+	t.qmu.Unlock()
+}
+
+// endQueue stops counting the tab's queue: what is left in it is dropped
+// with the tab.
+func (t *tab) endQueue() {
+	t.qmu.Lock()
+	t.qclosed = true
+	t.b.queued.Add(-t.queued)
+	t.queued = 0
+	t.qmu.Unlock()
+}
+
+// shedSlowest closes tabs, the one furthest behind first (its queue has
+// not been empty for the longest: a page that reads empties its queue as it
+// goes, even while a large result passes), until the bytes queued for all
+// tabs fit Options.OutboundTotal.
+func (b *Bridge) shedSlowest() {
+	for b.queued.Load() > b.opts.OutboundTotal {
+		var worst *tab
+		var most int64
+		var since time.Time
+		b.mu.Lock()
+		for t := range b.tabs {
+			t.qmu.Lock()
+			if t.queued > 0 && !t.qclosed && (worst == nil || t.behind.Before(since)) {
+				worst, most, since = t, t.queued, t.behind
+			}
+			t.qmu.Unlock()
+		}
+		b.mu.Unlock()
+		if worst == nil {
+			return
+		}
+		b.log.Warn("outbound memory full: closing the tab furthest behind", "tab", worst.id, "queued_bytes", most, "behind", time.Since(since).Round(time.Millisecond), "total_bytes", b.queued.Load())
+		worst.closeWith(CloseSlowReader, "the page is not reading its messages")
+		worst.endQueue() // its queue no longer counts: it is dropped with the tab
 	}
 }
 
@@ -141,7 +219,17 @@ func (t *tab) serve() {
 		t.b.release(t, s)
 	}
 	loops.Wait()
+	t.endQueue()
 	t.conn.Close()
+}
+
+// msgSize is the bytes of a queued message.
+func msgSize(parts [][]byte) int64 {
+	n := int64(0)
+	for _, p := range parts {
+		n += int64(len(p))
+	}
+	return n
 }
 
 func (t *tab) recheckLoop() {
@@ -252,6 +340,7 @@ func (t *tab) writeLoop() {
 		select {
 		case msg := <-t.out:
 			err := send(msg)
+			t.sent(msgSize(msg))
 			t.b.releaseMemory(msg)
 			if err != nil {
 				t.closeWith(CloseNormal, "")
@@ -270,7 +359,9 @@ func (t *tab) writeLoop() {
 				for time.Now().Before(flushBy) {
 					select {
 					case msg := <-t.out:
-						if send(msg) != nil {
+						err := send(msg)
+						t.sent(msgSize(msg))
+						if err != nil {
 							break flush
 						}
 					default:

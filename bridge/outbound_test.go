@@ -1,0 +1,80 @@
+package bridge_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+)
+
+// TestSlowReadersBoundedInBytes: tabs that ask for large results and stop
+// reading are closed with 4408 once their queue passes OutboundBytes, or
+// once all queues together pass OutboundTotal (the tab furthest behind
+// first); a page that reads goes on getting its large results. Before the
+// byte bounds, slow tabs held up to 256 queued messages each, whatever their
+// size: 7.1 GiB in the red-team run.
+func TestSlowReadersBoundedInBytes(t *testing.T) {
+	spec := fakeServer(t, "fake", bridgetest.Mode{})
+	h := newHarness(t, bridge.Options{OutboundBytes: 8 << 20, OutboundTotal: 12 << 20, FrameLimit: 1 << 20}, spec)
+	const result = 3 << 20
+	addr := strings.TrimPrefix(h.srv.URL, "http://")
+	type slowTab struct {
+		conn net.Conn
+		r    *bufio.Reader
+	}
+	var slow []slowTab
+	for i := 0; i < 4; i++ {
+		conn := rawDial(t, addr)
+		defer conn.Close()
+		r := bufio.NewReader(conn)
+		b, _ := json.Marshal(map[string]any{"type": "tools:connect", "id": 1, "server": spec.Name, "fingerprint": spec.Fingerprint, "confirmed": true})
+		writeMaskedText(t, conn, b)
+		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if _, _, payload := readFrame(t, r); !strings.Contains(string(payload), `"ok":true`) {
+			t.Fatalf("connect: %.300s", payload)
+		}
+		// Ask for 8 results of 3 MiB, then read nothing.
+		for id := 2; id < 10; id++ {
+			b, _ := json.Marshal(map[string]any{"type": "tools:call", "id": id, "server": spec.Name, "tool": "big", "arguments": map[string]any{"bytes": result}})
+			writeMaskedText(t, conn, b)
+		}
+		slow = append(slow, slowTab{conn, r})
+	}
+	// A page that reads gets every one of its large results meanwhile.
+	ctx := testCtx(t, 60*time.Second)
+	p := h.page(ctx)
+	connect(t, ctx, p, 1, spec)
+	for i := 0; i < 6; i++ {
+		m, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": 10 + i, "server": spec.Name, "tool": "big", "arguments": map[string]any{"bytes": result}})
+		if err != nil {
+			t.Fatalf("the reading page's call %d: %v (%v)", i, err, p.Err())
+		}
+		mustOK(t, m)
+	}
+	// Every slow tab ends with tools:closing 4408 (once it reads again,
+	// what was already on the wire comes first).
+	for i, s := range slow {
+		s.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		closing := false
+		for !closing {
+			_, opcode, payload := readFrame(t, s.r)
+			if opcode == 8 {
+				break
+			}
+			if strings.HasPrefix(string(payload), `{"code":4408`) || (strings.Contains(string(payload), `"tools:closing"`) && strings.Contains(string(payload), "4408")) {
+				closing = true
+			}
+		}
+		if !closing {
+			t.Errorf("slow tab %d was not closed with 4408", i)
+		}
+	}
+	if logs := h.logBuf.String(); !strings.Contains(logs, "tab not reading") && !strings.Contains(logs, "outbound memory full") {
+		t.Errorf("the closes were not logged:\n%s", logs)
+	}
+}
