@@ -32,6 +32,13 @@ type Options struct {
 	FrameLimit   int64 // largest frame sent to a page; if zero, 8 MiB
 	InboundLimit int64 // largest page message, whole or reassembled; if zero, 64 MiB
 	ResultLimit  int64 // largest tools/call result accepted from a server; if zero, 256 MiB
+	// MemoryLimit is the bridge's memory ceiling: above 90% of it (the Go
+	// runtime's memory, /memory/classes/total:bytes), new connects, calls
+	// and chunk sequences are refused with busy and a reason, while the
+	// work in flight finishes (see Bridge.MemoryLimit).
+	// If zero, 3 × ResultLimit + 256 MiB (the largest result's peak, about
+	// 1.9 × its size, with headroom); negative, none.
+	MemoryLimit int64
 
 	MaxCallsPerTab    int // calls in flight per tab; if zero, 16
 	MaxCallsPerServer int // calls in flight per session; if zero, 64
@@ -145,6 +152,7 @@ func (o *Options) setDefaults() {
 		o.ProtocolVersion = "2025-11-25"
 	}
 	def(&o.ReleaseAfter, 16<<20)
+	def(&o.MemoryLimit, 3*o.ResultLimit+256<<20)
 	if o.FrameLimit < 4096 {
 		o.FrameLimit = 4096
 	}
@@ -176,8 +184,9 @@ type Bridge struct {
 	snapAt time.Time // guarded by snapMu; when that read began; zero before the first
 
 	upgrader websocket.Upgrader
-	routes   *routes    // set by New
-	chunks   *chunkPool // set by New; the bytes of every tab's incomplete chunk sequences (Options.ChunkMemory)
+	routes   *routes      // set by New
+	mem      *memoryGauge // set by New
+	chunks   *chunkPool   // set by New; the bytes of every tab's incomplete chunk sequences (Options.ChunkMemory)
 }
 
 // New returns a Bridge. It starts nothing until a page connects.
@@ -197,6 +206,7 @@ func New(opts Options) *Bridge {
 		lastTail:  map[string][]string{},
 	}
 	b.routes = newRoutes(opts.BaseURL, log)
+	b.mem = newMemoryGauge()
 	b.chunks = &chunkPool{limit: opts.ChunkMemory}
 	b.upgrader = websocket.Upgrader{
 		ReadBufferSize:  32 << 10,

@@ -235,9 +235,10 @@ type reassembler struct {
 	maxOpen  int           // open sequences at once
 	timeout  time.Duration // a sequence not completed in this time is dropped
 	now      func() time.Time
-	pool     *chunkPool      // shared by every tab; nil = unbounded
-	onExpire func(id string) // called by a sequence's timer after dropping it; nil = none
-	timers   sync.WaitGroup  // timers started and neither stopped nor done
+	pool     *chunkPool         // shared by every tab; nil = unbounded
+	onExpire func(id string)    // called by a sequence's timer after dropping it; nil = none
+	admitNew func() *protoError // asked before a new sequence opens (the memory ceiling); nil = always
+	timers   sync.WaitGroup     // timers started and neither stopped nor done
 
 	mu      sync.Mutex
 	open    map[string]*sequence // guarded by mu; by id key
@@ -292,6 +293,11 @@ func (r *reassembler) add(id json.RawMessage, frame []byte) (msg []byte, ignore 
 		}
 		if len(r.open) >= r.maxOpen {
 			return nil, false, r.drop(key, errorf(CodeBadRequest, "at most %d chunk sequences may be open at once", r.maxOpen))
+		}
+		if r.admitNew != nil {
+			if e := r.admitNew(); e != nil {
+				return nil, false, r.drop(key, e)
+			}
 		}
 		if !r.pool.reserve(*c.Size) {
 			e := errorf(CodeBusy, "the bridge already holds its limit of %d bytes of incomplete chunk sequences: send the message again later", r.pool.limit)

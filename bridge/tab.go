@@ -390,6 +390,7 @@ func (t *tab) readLoop() {
 	c.SetPongHandler(func(string) error { deadline(); return nil })
 	re := newReassembler(t.b.opts.InboundLimit, 4, t.b.opts.ChunkTimeout)
 	re.pool = t.b.chunks
+	re.admitNew = t.b.memoryRefusal
 	re.onExpire = func(id string) {
 		t.push(errorReply(typeChunk, json.RawMessage(id), errorf(CodeBadRequest, "chunk sequence %s was not completed in time", id)))
 	}
@@ -575,13 +576,18 @@ type bridgeInfo struct {
 	Protocol int    `json:"protocol"`
 }
 
-// addPending registers a request in flight; false (and a bad-request reply)
-// if its id is already in flight.
+// addPending registers a request in flight; false (and the reply) if its id
+// is already in flight, the tab has too many connects in flight, or the
+// bridge is near its memory ceiling.
 func (t *tab) addPending(m pageMessage, p *pending) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, busy := t.pending[idKey(m.ID)]; busy {
 		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "id %s is already in flight: each request in flight needs its own id", m.ID)))
+		return false
+	}
+	if perr := t.b.memoryRefusal(); perr != nil {
+		t.push(errorReply(m.Type, m.ID, perr))
 		return false
 	}
 	if p.connect {

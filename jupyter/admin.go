@@ -49,6 +49,7 @@ type AdminSettings struct {
 	FrameLimit   int64 // [limits] frame_limit: largest frame sent to a page, bytes
 	InboundLimit int64 // [limits] inbound_limit: largest page message, bytes
 	ResultLimit  int64 // [limits] result_limit: largest tools/call result, bytes
+	MemoryLimit  int64 // [limits] memory_limit: the bridge's memory ceiling, bytes
 
 	CallTimeoutMax time.Duration // [limits] call_timeout_max: longest a tools/call may run
 	InitTimeout    time.Duration // [limits] init_timeout: longest a server may take to initialize
@@ -121,7 +122,7 @@ type adminFile struct {
 
 // adminKeys are the keys a file may set (tables hold the rest).
 var adminTop = []string{"allow_user_servers", "default_server", "strip_env", "strip_env_extra", "limits", "mcp_servers"}
-var adminLimits = []string{"frame_limit", "inbound_limit", "result_limit", "call_timeout_max", "init_timeout", "max_calls_per_tab", "max_calls_per_server"}
+var adminLimits = []string{"frame_limit", "inbound_limit", "result_limit", "memory_limit", "call_timeout_max", "init_timeout", "max_calls_per_tab", "max_calls_per_server"}
 
 // readAdminFile decodes one admin file strictly. A syntax error makes the
 // whole file unusable; any other problem drops only its key (or server).
@@ -228,6 +229,15 @@ func parseAdmin(path, text string) (*adminFile, []Problem) {
 
 func (af *adminFile) setLimit(k string, v any) error {
 	switch k {
+	case "memory_limit":
+		n, err := tomlSize(v)
+		if err != nil {
+			return err
+		}
+		if n < 64<<20 {
+			return fmt.Errorf("at least 64 MiB")
+		}
+		af.a.MemoryLimit = n
 	case "frame_limit", "inbound_limit", "result_limit":
 		n, err := tomlSize(v)
 		if err != nil {
@@ -363,6 +373,9 @@ func mergeAdmin(files []*adminFile) AdminSettings {
 		}
 		if s["limits.result_limit"] {
 			a.ResultLimit = f.a.ResultLimit
+		}
+		if s["limits.memory_limit"] {
+			a.MemoryLimit = f.a.MemoryLimit
 		}
 		if s["limits.call_timeout_max"] {
 			a.CallTimeoutMax = f.a.CallTimeoutMax

@@ -216,6 +216,7 @@ strip_env_extra = ["MY_SECRET", "CLOUD_*"]
 [limits]
 frame_limit = "4MiB"
 result_limit = 1048576
+memory_limit = "2GiB"
 init_timeout = "2m"
 call_timeout_max = 600
 max_calls_per_tab = 4
@@ -233,7 +234,7 @@ url = "http://example.org/mcp"
 	cfg, err := Load(context.Background(), noPython(s))
 	must(t, err)
 	a := cfg.Admin
-	if a.FrameLimit != 4<<20 || a.ResultLimit != 1<<20 || a.InitTimeout != 2*time.Minute || a.CallTimeoutMax != 10*time.Minute || a.MaxCallsPerTab != 4 || a.AllowUserServers {
+	if a.FrameLimit != 4<<20 || a.ResultLimit != 1<<20 || a.MemoryLimit != 2<<30 || a.InitTimeout != 2*time.Minute || a.CallTimeoutMax != 10*time.Minute || a.MaxCallsPerTab != 4 || a.AllowUserServers {
 		t.Errorf("admin = %+v", a)
 	}
 	if !a.Strips("JUPYTERHUB_API_TOKEN") || !a.Strips("MY_SECRET") || !a.Strips("CLOUD_KEY") || a.Strips("JUPYTERHUB_USER") {
@@ -248,8 +249,8 @@ url = "http://example.org/mcp"
 	probs := problemsText(cfg.Problems)
 	toml := filepath.Join(s.dir, "etc", AdminFileName)
 	for _, want := range []string{
-		toml + `:10: limits.frmae_limit: unknown key`,
-		toml + `:17: server "broken": url must use https`,
+		toml + `:11: limits.frmae_limit: unknown key`,
+		toml + `:18: server "broken": url must use https`,
 		user + ": MeganeBuilderTools.mcp_servers is ignored: the admin allows only servers from env and system configuration",
 		ignored + ": ignored: admin settings are read only from the env and system config directories",
 	} {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,6 +145,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	b := bridge.New(wiring.opts)
+	if l := b.MemoryLimit(); l > 0 {
+		// The collector works harder near the ceiling; the bridge refuses
+		// new work above 90% of it.
+		debug.SetMemoryLimit(l)
+	}
 	listeners, err := listen(c)
 	if err != nil {
 		b.Close()

@@ -101,6 +101,7 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 		FrameLimit:        admin.FrameLimit,
 		InboundLimit:      admin.InboundLimit,
 		ResultLimit:       admin.ResultLimit,
+		MemoryLimit:       admin.MemoryLimit,
 		MaxCallsPerTab:    admin.MaxCallsPerTab,
 		MaxCallsPerServer: admin.MaxCallsPerServer,
 		InitTimeout:       admin.InitTimeout,
