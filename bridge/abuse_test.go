@@ -130,6 +130,7 @@ func TestSpawnChurn(t *testing.T) {
 	<-sampled
 	starts := len(journalStarts(jr))
 	t.Logf("%d connects answered ok, %d processes started, at most %d live at once", okCount.Load(), starts, maxLive.Load())
+	t.Logf("abuse: connect/close churn, %d cycles | at most 2 processes of a server live | %d live at most", workers*cycles, maxLive.Load())
 	if got := maxLive.Load(); got > 2 {
 		t.Fatalf("%d processes of one server were live at once; the bound is 2 (one running, one stopping)", got)
 	}
@@ -233,6 +234,7 @@ func TestHalfSentChunkReleased(t *testing.T) {
 	mustErr(t, r, "bad-request")
 	after := heapAlloc()
 	t.Logf("heap: %d MiB before, %d MiB with the sequence open, %d MiB after it expired", base>>20, held>>20, after>>20)
+	t.Logf("abuse: a 48 MiB chunk sequence left half-sent | released by its timer, heap back within 16 MiB | heap %d → %d → %d MiB", base>>20, held>>20, after>>20)
 	if held-base < size/2 {
 		t.Fatalf("the open sequence did not show in the heap (%d bytes more): the measurement is not valid", held-base)
 	}

@@ -64,6 +64,7 @@ func TestMemoryCeilingRefusesNewWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustOK(t, m)
+	t.Logf("abuse: memory past 90%% of the ceiling | new connects, calls and chunks answered busy; served again below it | 3 of 3 refused, then served")
 	if !strings.Contains(h.logBuf.String(), "near the memory ceiling") {
 		t.Errorf("the refusals were not logged")
 	}

