@@ -139,10 +139,15 @@ func decodeEnvelope(frame []byte) (pageMessage, *protoError) {
 	if err := json.Unmarshal(frame, &env); err != nil {
 		return msg, errorf(CodeBadRequest, "frame is not valid JSON: %v", err)
 	}
+	idNotText := false // an id a reply cannot echo, since a reply must be text
 	if len(env.ID) > 0 {
 		switch env.ID[0] {
 		case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-			msg.ID = env.ID
+			if utf8.Valid(env.ID) {
+				msg.ID = env.ID
+			} else {
+				idNotText = true
+			}
 		}
 	}
 	if len(env.Type) == 0 || env.Type[0] != '"' {
@@ -151,16 +156,13 @@ func decodeEnvelope(frame []byte) (pageMessage, *protoError) {
 	if err := json.Unmarshal(env.Type, &msg.Type); err != nil {
 		return msg, errorf(CodeBadRequest, "\"type\" is not a string")
 	}
-	if msg.ID == nil {
+	if msg.ID == nil && !idNotText {
 		if len(env.ID) == 0 || string(env.ID) == "null" {
 			return msg, errorf(CodeBadRequest, "the message has no \"id\" (a string or a number the page chooses)")
 		}
 		return msg, errorf(CodeBadRequest, "\"id\" must be a string or a number")
 	}
 	if at, what := notText(frame); at >= 0 {
-		if !utf8.Valid(msg.ID) {
-			msg.ID = nil // a reply must be text: it cannot echo this id
-		}
 		where := ""
 		if field := topField(frame, at); field != "" {
 			where = " (in " + strconv.Quote(field) + ")"
