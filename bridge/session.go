@@ -365,6 +365,9 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 	}
 	sc.rec = &recordingTransport{inner: inner}
 	client := mcp.NewClient(&mcp.Implementation{Name: s.b.opts.Name, Version: s.b.opts.Version}, &mcp.ClientOptions{
+		// Advertise nothing the bridge does not do: go-sdk's default
+		// advertises roots (and answers roots/list with []).
+		Capabilities: &mcp.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
 			case s.relist <- struct{}{}:

@@ -29,8 +29,10 @@ type JournalEntry struct {
 	// Tool and ProgressToken are set for tools/call.
 	Tool          string          `json:"tool,omitempty"`
 	ProgressToken json.RawMessage `json:"progressToken,omitempty"`
-	// ProtocolVersion is the version an initialize asked for.
-	ProtocolVersion string `json:"protocolVersion,omitempty"`
+	// ProtocolVersion is the version an initialize asked for, and
+	// Capabilities the client capabilities it advertised.
+	ProtocolVersion string          `json:"protocolVersion,omitempty"`
+	Capabilities    json.RawMessage `json:"capabilities,omitempty"`
 	// Cancelled is the requestId of a notifications/cancelled; Matched says
 	// whether a call with that id was in flight.
 	Cancelled json.RawMessage `json:"cancelled,omitempty"`

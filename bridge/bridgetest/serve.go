@@ -393,10 +393,12 @@ func (s *server) handleLine(line []byte) {
 	switch m.Method {
 	case "initialize":
 		var p struct {
-			ProtocolVersion string `json:"protocolVersion"`
+			ProtocolVersion string          `json:"protocolVersion"`
+			Capabilities    json.RawMessage `json:"capabilities"`
 		}
 		json.Unmarshal(m.Params, &p)
 		entry.ProtocolVersion = p.ProtocolVersion
+		entry.Capabilities = p.Capabilities
 		s.journal.add(entry)
 		if s.mode.HangInit || !m.hasID() {
 			return

@@ -302,7 +302,7 @@ func stderrHint(stdio *bridge.StdioTransport, msg string) string {
 func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e jupyter.Entry, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "megane-jupyter-bridge-doctor", Version: version}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "megane-jupyter-bridge-doctor", Version: version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
 	transport, stdio := entryTransport(cfg, e)
 	fail := func(step string, start time.Time, err error) {
 		msg := fmt.Sprintf("server %s: %s failed after %s: %v", e.Name, step, time.Since(start).Round(time.Millisecond), err)

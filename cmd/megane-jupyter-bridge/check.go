@@ -114,7 +114,7 @@ func checkServer(ctx context.Context, cfg *jupyter.Config, e jupyter.Entry, time
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	transport, stdio := entryTransport(cfg, e)
-	client := mcp.NewClient(&mcp.Implementation{Name: "megane-jupyter-bridge-check", Version: version}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "megane-jupyter-bridge-check", Version: version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
 	cs, err := client.Connect(cctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		msg := fmt.Sprintf("server %s did not start: %v", e.Name, err)
