@@ -2,32 +2,15 @@ package auth
 
 import (
 	"context"
-	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter/jupytertest"
 )
 
-// trixieRoot returns the Debian 13 chroot built by .ci/trixie-chroot.sh
-// ($MEGANE_TRIXIE, else /var/cache/megane-trixie), failing under CI and
-// skipping otherwise when it is missing.
-func trixieRoot(t *testing.T) string {
-	t.Helper()
-	root := os.Getenv("MEGANE_TRIXIE")
-	if root == "" {
-		root = "/var/cache/megane-trixie"
-	}
-	if _, err := os.Stat(filepath.Join(root, ".megane-trixie-ready")); err != nil {
-		needComponent(t, "the trixie chroot (.ci/trixie-chroot.sh)", err)
-	}
-	if os.Geteuid() != 0 {
-		needComponent(t, "root (to chroot into the trixie chroot)", errors.New("not root"))
-	}
-	return root
-}
+// trixieRoot is the Debian 13 chroot (jupytertest.Trixie).
+func trixieRoot(t *testing.T) string { return jupytertest.Trixie(t) }
 
 func TestJupyter2Verdicts(t *testing.T) {
 	root := trixieRoot(t)

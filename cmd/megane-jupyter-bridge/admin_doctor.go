@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,10 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -214,23 +210,17 @@ func checkJupyter(ctx context.Context, r *report, url string, cfg *jupyter.Confi
 		parents = append(parents, found{p, 0})
 	} else {
 		dir := jupyter.RuntimeDir(jupyter.Options{})
-		files, _ := filepath.Glob(filepath.Join(dir, "jpserver-*.json"))
-		sort.Strings(files)
-		for _, f := range files {
-			pid, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "jpserver-"), ".json"))
+		for _, f := range runtimeFiles(dir) {
+			if !f.alive {
+				r.add("warning", "%s is left over from a server that no longer runs (pid %d); Jupyter removes it on its next start", f.path, f.pid)
+				continue
+			}
+			p, err := jupyter.FindParent(jupyter.ParentOptions{PPID: f.pid})
 			if err != nil {
+				r.add("warning", "%s: %v", f.path, err)
 				continue
 			}
-			if syscall.Kill(pid, 0) != nil && !errors.Is(syscall.Kill(pid, 0), syscall.EPERM) {
-				r.add("warning", "%s is left over from a server that no longer runs (pid %d); Jupyter removes it on its next start", f, pid)
-				continue
-			}
-			p, err := jupyter.FindParent(jupyter.ParentOptions{PPID: pid})
-			if err != nil {
-				r.add("warning", "%s: %v", f, err)
-				continue
-			}
-			parents = append(parents, found{p, pid})
+			parents = append(parents, found{p, f.pid})
 		}
 		if len(parents) == 0 {
 			r.add("warning", "no running Jupyter server found in %s; start one (or set JUPYTER_RUNTIME_DIR as the server has it) to check it", dir)

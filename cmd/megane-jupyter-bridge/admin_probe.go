@@ -43,23 +43,42 @@ type deployment struct {
 	file   string // its runtime file
 }
 
+// runtimeFile is one jpserver-<pid>.json of Jupyter's runtime directory.
+type runtimeFile struct {
+	path  string
+	pid   int
+	alive bool // the process still runs (possibly as another user)
+}
+
+// runtimeFiles lists dir's jpserver-<pid>.json files, sorted by name.
+func runtimeFiles(dir string) []runtimeFile {
+	files, _ := filepath.Glob(filepath.Join(dir, "jpserver-*.json"))
+	sort.Strings(files)
+	var out []runtimeFile
+	for _, f := range files {
+		pid, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "jpserver-"), ".json"))
+		if err != nil {
+			continue
+		}
+		err = syscall.Kill(pid, 0)
+		out = append(out, runtimeFile{path: f, pid: pid, alive: err == nil || errors.Is(err, syscall.EPERM)})
+	}
+	return out
+}
+
 // findDeployment works out the base URL jupyter-server-proxy will fill in:
 // the running server's (from its jpserver-*.json), else the JupyterHub
 // prefix of this environment, else "/".
 func findDeployment() deployment {
-	dir := jupyter.RuntimeDir(jupyter.Options{})
-	files, _ := filepath.Glob(filepath.Join(dir, "jpserver-*.json"))
-	sort.Strings(files)
-	for _, f := range files {
-		pid, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "jpserver-"), ".json"))
-		if err != nil || (syscall.Kill(pid, 0) != nil && !errors.Is(syscall.Kill(pid, 0), syscall.EPERM)) {
+	for _, f := range runtimeFiles(jupyter.RuntimeDir(jupyter.Options{})) {
+		if !f.alive {
 			continue
 		}
 		var rf struct {
 			BaseURL string `json:"base_url"`
 		}
-		if data, err := os.ReadFile(f); err == nil && json.Unmarshal(data, &rf) == nil && rf.BaseURL != "" {
-			return deployment{base: normBase(rf.BaseURL), source: "the running server's " + f, pid: pid, file: f}
+		if data, err := os.ReadFile(f.path); err == nil && json.Unmarshal(data, &rf) == nil && rf.BaseURL != "" {
+			return deployment{base: normBase(rf.BaseURL), source: "the running server's " + f.path, pid: f.pid, file: f.path}
 		}
 	}
 	if p := os.Getenv("JUPYTERHUB_SERVICE_PREFIX"); p != "" {
@@ -71,8 +90,12 @@ func findDeployment() deployment {
 	return deployment{base: "/", source: "no running server or JupyterHub found, Jupyter's default"}
 }
 
+// normBase writes a base URL as "/…/" ("/" when empty).
 func normBase(b string) string {
-	return "/" + strings.Trim(b, "/") + map[bool]string{true: "", false: "/"}[strings.Trim(b, "/") == ""]
+	if b = strings.Trim(b, "/"); b == "" {
+		return "/"
+	}
+	return "/" + b + "/"
 }
 
 // forwardedPath is the path at which jupyter-server-proxy hands the page's

@@ -7,8 +7,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -135,7 +136,7 @@ func checkToolDefinition(server string, raw json.RawMessage) (*builderTool, []fi
 			mime, _ := m["mimeType"].(string)
 			if !strings.HasPrefix(src, "data:") {
 				fs.add("warn", "§3", "icon %d is not a data: URI: Builder shows the category icon instead", i)
-			} else if !contains(iconTypes, mime) && !contains(iconTypes, strings.SplitN(strings.TrimPrefix(src, "data:"), ";", 2)[0]) {
+			} else if !slices.Contains(iconTypes, mime) && !slices.Contains(iconTypes, strings.SplitN(strings.TrimPrefix(src, "data:"), ";", 2)[0]) {
 				fs.add("warn", "§3", "icon %d has type %q, not one of %s", i, mime, strings.Join(iconTypes, ", "))
 			}
 		}
@@ -526,32 +527,16 @@ func resolve(bt *builderTool, s map[string]any) map[string]any {
 
 func checkEnum(fs *findings, meta map[string]any, key string, allowed []string, section string) string {
 	v, _ := meta[key].(string)
-	if !contains(allowed, v) {
+	if !slices.Contains(allowed, v) {
 		fs.add("fail", section, "%s is %s, not one of %s", key, jsonText(meta[key]), strings.Join(allowed, ", "))
 	}
 	return v
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func asSlice(v any) []any        { s, _ := v.([]any); return s }
 func asMap(v any) map[string]any { m, _ := v.(map[string]any); return m }
 
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 func jsonText(v any) string {
 	b, _ := json.Marshal(v)

@@ -37,22 +37,6 @@ c.Spawner.args = ["--allow-root"]
 c.Spawner.environment = {"PYTHONPATH": d + "/pylib", "MEGANE_TEST_AS_PROGRAM": "1"}
 `
 
-// trixie returns the Debian 13 chroot built by .ci/trixie-chroot.sh.
-func trixie(t *testing.T) string {
-	t.Helper()
-	root := os.Getenv("MEGANE_TRIXIE")
-	if root == "" {
-		root = "/var/cache/megane-trixie"
-	}
-	if _, err := os.Stat(filepath.Join(root, ".megane-trixie-ready")); err != nil {
-		jupytertest.Need(t, "the trixie chroot (.ci/trixie-chroot.sh)", err)
-	}
-	if os.Geteuid() != 0 {
-		jupytertest.Need(t, "root (to chroot into the trixie chroot)", errors.New("not root"))
-	}
-	return root
-}
-
 // TestHubEndToEnd: on JupyterHub 5, alice's server has the registration
 // install writes (absolute_url false) and carol's the other mode; through
 // the Hub's public address, each may use the tools with a browser cookie,
@@ -61,7 +45,7 @@ func trixie(t *testing.T) string {
 // bridge is involved) or by the bridge (tools:closing, then a close frame
 // whose code jupyter-server-proxy has dropped).
 func TestHubEndToEnd(t *testing.T) {
-	root := trixie(t)
+	root := jupytertest.Trixie(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

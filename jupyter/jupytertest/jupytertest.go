@@ -14,6 +14,7 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -42,6 +43,25 @@ func Need(t testing.TB, what string, err error) {
 		t.Fatalf("%s is required under CI: %v", what, err)
 	}
 	t.Skipf("%s is not available (%v); .ci/run installs it", what, err)
+}
+
+// Trixie returns the Debian 13 chroot that .ci/trixie-chroot.sh builds
+// ($MEGANE_TRIXIE, else /var/cache/megane-trixie), for jupyter_server 2.x
+// and JupyterHub 5; missing, or without root to chroot into it, the test
+// fails under CI and is skipped otherwise (Need).
+func Trixie(t testing.TB) string {
+	t.Helper()
+	root := os.Getenv("MEGANE_TRIXIE")
+	if root == "" {
+		root = "/var/cache/megane-trixie"
+	}
+	if _, err := os.Stat(filepath.Join(root, ".megane-trixie-ready")); err != nil {
+		Need(t, "the trixie chroot (.ci/trixie-chroot.sh)", err)
+	}
+	if os.Geteuid() != 0 {
+		Need(t, "root (to chroot into the trixie chroot)", errors.New("not root"))
+	}
+	return root
 }
 
 // Version is the jupyter_server version of Python on the host (root "") or
