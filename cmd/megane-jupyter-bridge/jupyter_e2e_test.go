@@ -112,24 +112,9 @@ func connectAndCallCrystal(t *testing.T, p *bridgetest.Page) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	m, err := p.Request(ctx, map[string]any{"type": "tools:servers", "id": 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var servers []struct{ Name, Fingerprint string }
-	json.Unmarshal(m.Fields["servers"], &servers)
-	fp := ""
-	for _, s := range servers {
-		if s.Name == "demo-tools" {
-			fp = s.Fingerprint
-		}
-	}
-	if fp == "" {
-		t.Fatalf("demo-tools is not listed: %s", m)
-	}
-	c, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": 11, "server": "demo-tools", "fingerprint": fp, "confirmed": true})
-	if err != nil || c.OK == nil || !*c.OK || !strings.Contains(string(c.Fields["tools"]), `"crystal"`) {
-		t.Fatalf("connect: %v %v", err, c)
+	_, c := connectServer(t, ctx, p, "demo-tools")
+	if !strings.Contains(string(c.Fields["tools"]), `"crystal"`) {
+		t.Fatalf("demo-tools does not list crystal: %s", c)
 	}
 	call, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": 12, "server": "demo-tools", "tool": "crystal",
 		"arguments": map[string]any{"element": 29, "a": 3.6, "lattice": "fcc", "repeats": []int{2, 2, 2}}})

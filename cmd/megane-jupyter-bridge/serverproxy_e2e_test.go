@@ -63,31 +63,39 @@ func proxiedPage(t testing.TB, publicBase, query string, header http.Header) (*b
 	return p, resp, err
 }
 
-// connectBridgetest lists the servers, connects to bridgetest (confirming
-// it), and returns the user the bridge admitted.
-func connectBridgetest(t testing.TB, p *bridgetest.Page) string {
+// connectServer lists the servers and connects to name, confirming it (the
+// fingerprint from the list); it returns both replies.
+func connectServer(t testing.TB, ctx context.Context, p *bridgetest.Page, name string) (servers, connected *bridgetest.Msg) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	m, err := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
+	m, err := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "servers"})
 	if err != nil || m.OK == nil || !*m.OK {
 		t.Fatalf("tools:servers: %v %v", err, m)
 	}
-	var servers []struct{ Name, Fingerprint string }
-	json.Unmarshal(m.Fields["servers"], &servers)
+	var list []struct{ Name, Fingerprint string }
+	json.Unmarshal(m.Fields["servers"], &list)
 	fp := ""
-	for _, s := range servers {
-		if s.Name == "bridgetest" {
+	for _, s := range list {
+		if s.Name == name {
 			fp = s.Fingerprint
 		}
 	}
 	if fp == "" {
-		t.Fatalf("bridgetest is not listed: %s", m)
+		t.Fatalf("%s is not listed: %s", name, m)
 	}
-	c, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": "c", "server": "bridgetest", "fingerprint": fp, "confirmed": true})
+	c, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": "connect", "server": name, "fingerprint": fp, "confirmed": true})
 	if err != nil || c.OK == nil || !*c.OK {
-		t.Fatalf("connect: %v %v", err, c)
+		t.Fatalf("connect %s: %v %v", name, err, c)
 	}
+	return m, c
+}
+
+// connectBridgetest connects to bridgetest (confirming it) and returns the
+// user the bridge admitted.
+func connectBridgetest(t testing.TB, p *bridgetest.Page) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m, _ := connectServer(t, ctx, p, "bridgetest")
 	return m.Str("user")
 }
 
