@@ -457,11 +457,7 @@ func (b *Bridge) releaseMemory(parts [][]byte) {
 	if b.opts.ReleaseAfter < 0 {
 		return
 	}
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	if int64(n) >= b.opts.ReleaseAfter {
+	if msgSize(parts) >= b.opts.ReleaseAfter {
 		debug.FreeOSMemory()
 	}
 }

@@ -119,16 +119,13 @@ func appendEscaped(dst, s []byte) []byte {
 // writer's business (a tab collects each into one WebSocket frame).
 func chunkFrames(parts [][]byte, id string, frameLimit int, scratch []byte, next func() (io.WriteCloser, error)) error {
 	ends := planChunks(parts, frameLimit-chunkHeadMax)
-	total := 0
-	for _, p := range parts {
-		total += len(p)
-	}
+	total := msgSize(parts)
 	if cap(scratch) < 4096 {
 		scratch = make([]byte, 0, 32<<10)
 	}
 	flushAt := cap(scratch) - 8 // one escaped byte is at most 6
 	count := strconv.Itoa(len(ends))
-	size := strconv.Itoa(total)
+	size := strconv.FormatInt(total, 10)
 	start := pos{0, 0}
 	for seq, end := range ends {
 		w, err := next()

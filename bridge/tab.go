@@ -319,10 +319,7 @@ func (t *tab) writeLoop() {
 	// send writes one message: as one frame when it fits, else as chunks.
 	send := func(parts [][]byte) error {
 		defer frame.release()
-		total := 0
-		for _, p := range parts {
-			total += len(p)
-		}
+		total := int(msgSize(parts))
 		if total > frameLimit {
 			frame.reserve(frameLimit)
 			return chunkFrames(parts, t.b.newToken("b"), frameLimit, buf, nextWriter)
