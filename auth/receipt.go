@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -119,7 +118,7 @@ func writePrivateTemp(path string, data []byte, what string) (string, error) {
 // readKey reads and checks an existing key file. A missing file yields an
 // error wrapping fs.ErrNotExist.
 func readKey(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := openPrivate(path, "receipt key")
 	if err != nil {
 		return nil, fmt.Errorf("open receipt key: %w", err)
 	}
@@ -131,7 +130,7 @@ func readKey(path string) ([]byte, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("receipt key %s is not a regular file", path)
 	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+	if perm, shared := sharedMode(st); shared {
 		return nil, fmt.Errorf("receipt key %s has mode %04o: it must be readable by its owner only (chmod 600 it, or run \"megane-jupyter-bridge approvals reset\")", path, perm)
 	}
 	if st.Size() != KeySize {

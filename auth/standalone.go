@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 )
@@ -292,10 +291,11 @@ const tokenFileLimit = 4096
 // readTokenFile reads and checks an existing token file. A missing file
 // yields an error wrapping fs.ErrNotExist.
 func readTokenFile(path string) (string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := openPrivate(path, "token file")
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return "", fmt.Errorf("token file %s is a symbolic link: give the file itself", path)
+		var link symlinkError
+		if errors.As(err, &link) {
+			return "", err
 		}
 		return "", fmt.Errorf("open token file: %w", err)
 	}
@@ -307,7 +307,7 @@ func readTokenFile(path string) (string, error) {
 	if !st.Mode().IsRegular() {
 		return "", fmt.Errorf("token file %s is not a regular file", path)
 	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+	if perm, shared := sharedMode(st); shared {
 		return "", fmt.Errorf("token file %s has mode %04o: its group or others may read or change it, and the token lets anyone run the configured tools (chmod 600 it)", path, perm)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, tokenFileLimit+1))

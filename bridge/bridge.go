@@ -78,9 +78,9 @@ type Options struct {
 	Environ  []string // base environment of stdio servers; if nil, os.Environ()
 	StripEnv []string // variable names never passed to stdio servers (credentials); "NAME_*" strips a prefix
 
-	KeeperPath        string        // see StdioOptions.KeeperPath
-	TerminateDuration time.Duration // see StdioOptions
-	KillDuration      time.Duration // see StdioOptions
+	KeeperPath        string        // see stdio.Options.KeeperPath
+	TerminateDuration time.Duration // see stdio.Options
+	KillDuration      time.Duration // see stdio.Options
 
 	HTTPTransport http.RoundTripper // base transport for Streamable HTTP servers; if nil, http.DefaultTransport
 

@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
 // needComponent fails under CI (where .ci/run installs the component) and
@@ -61,7 +61,7 @@ func startEverythingHTTP(t testing.TB) (url string, restart func()) {
 	start := func() {
 		cmd = exec.Command(node, js, "streamableHttp")
 		cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		child.InGroup(cmd)
 		stderr, _ := cmd.StderrPipe()
 		cmd.Stdout = nil
 		if err := cmd.Start(); err != nil {
@@ -86,7 +86,7 @@ func startEverythingHTTP(t testing.TB) (url string, restart func()) {
 		}
 	}
 	stop := func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		child.KillGroup(cmd.Process)
 		cmd.Wait()
 	}
 	start()

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+
+	"github.com/megane-labs/megane-jupyter-bridge/stdio"
 )
 
 // tapRoundTripper is the HTTP transport under go-sdk's Streamable HTTP
@@ -21,7 +23,7 @@ type tapRoundTripper struct {
 	base    http.RoundTripper
 	headers map[string]string
 	tap     *tap
-	limit   int64 // the result limit: larger messages fail their call with CodeTooLarge
+	limit   int64 // the result limit: larger messages fail their call with stdio.CodeTooLarge
 }
 
 func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -92,7 +94,7 @@ func tooLargeResponse(id json.RawMessage, size, limit int64) []byte {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   rpcError        `json:"error"`
-	}{"2.0", id, rpcError{Code: CodeTooLarge, Message: msg,
+	}{"2.0", id, rpcError{Code: stdio.CodeTooLarge, Message: msg,
 		Data: json.RawMessage(fmt.Sprintf(`{"size":%d,"limit":%d}`, size, limit))}})
 	return b
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/megane-labs/megane-jupyter-bridge/stdio"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -271,7 +272,7 @@ func (s *session) describe(err error) error {
 	if err == nil {
 		return fmt.Errorf("%s closed the connection", s.spec.Name)
 	}
-	var exit *ExitError
+	var exit *stdio.ExitError
 	if errors.As(err, &exit) {
 		return exit
 	}
@@ -291,7 +292,7 @@ func (s *session) describe(err error) error {
 type startedConn struct {
 	cs    *mcp.ClientSession
 	rec   *recordingTransport
-	stdio *StdioTransport
+	pipes *stdio.Transport
 }
 
 func (c *startedConn) close() {
@@ -333,7 +334,7 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 	sc := &startedConn{}
 	switch s.spec.Transport {
 	case TransportStdio:
-		st := NewStdioTransport(StdioOptions{
+		st := stdio.NewTransport(stdio.Options{
 			Name:              s.spec.Name,
 			Command:           s.spec.Command,
 			Args:              s.spec.Args,
@@ -348,7 +349,7 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 			KeeperPath:        s.b.opts.KeeperPath,
 			Logger:            s.b.log.With("server", s.spec.Name),
 		})
-		sc.stdio = st
+		sc.pipes = st
 		inner = st
 	case TransportHTTP:
 		u, err := url.Parse(s.spec.URL)
@@ -509,12 +510,12 @@ func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
 	_, err := s.cs.CallTool(ctx, params)
 	raw, rpcErr, got := slot.get()
 	var wire *jsonrpc.Error
-	if rpcErr == nil && errors.As(err, &wire) && wire.Code == CodeTooLarge {
+	if rpcErr == nil && errors.As(err, &wire) && wire.Code == stdio.CodeTooLarge {
 		// The transport synthesized it without the tap seeing it.
 		rpcErr = &rpcError{Code: wire.Code, Message: wire.Message, Data: wire.Data}
 	}
 	switch {
-	case rpcErr != nil && rpcErr.Code == CodeTooLarge:
+	case rpcErr != nil && rpcErr.Code == stdio.CodeTooLarge:
 		e := errorf(CodeTooLargeErr, "%s: the result is larger than the bridge's limit of %d bytes", s.spec.Name, s.b.opts.ResultLimit)
 		var d struct{ Size, Limit int64 }
 		if json.Unmarshal(rpcErr.Data, &d) == nil {

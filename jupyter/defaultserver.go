@@ -29,7 +29,7 @@ func defaultEntry(e env) Entry {
 			return "", false
 		}
 		for _, d := range extra {
-			if p := filepath.Join(e.home, d, name); isExecutable(p) {
+			if p, ok := executableAt(filepath.Join(e.home, d, name)); ok {
 				return p, true
 			}
 		}

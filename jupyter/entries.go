@@ -15,6 +15,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
 // Transports of an Entry.
@@ -280,17 +282,17 @@ func resolveCommand(ent *Entry, e env, src source) {
 	c := ent.Command
 	switch {
 	case filepath.IsAbs(c):
-		if !isExecutable(c) {
+		if !child.IsExecutable(c) {
 			ent.Warnings = append(ent.Warnings, fmt.Sprintf("%s: server %q: command %s does not exist or is not executable; install it or fix command", src.display(), ent.Name, c))
 		}
-	case strings.Contains(c, "/"):
+	case child.IsPathName(c):
 		base := ent.Cwd
 		if base == "" {
 			base = e.root
 		}
 		abs := filepath.Join(base, c)
 		ent.Command = abs
-		if !isExecutable(abs) {
+		if !child.IsExecutable(abs) {
 			ent.Warnings = append(ent.Warnings, fmt.Sprintf("%s: server %q: command %s (%s) does not exist or is not executable; install it or fix command", src.display(), ent.Name, c, abs))
 		}
 	default:

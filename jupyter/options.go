@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
 // Options says where to look for configuration. Every field is optional.
@@ -96,50 +98,23 @@ func (o Options) pythonTimeout() time.Duration {
 }
 
 // lookPath finds an executable named file in the PATH of e (not of this
-// process). A name containing a slash is returned as is when it is an
-// executable file. The result is absolute when PATH entries are.
+// process), by child.LookPath's rule (empty and relative PATH entries are
+// ignored). A name that is a path is checked as it is.
 func (e env) lookPath(file string) (string, bool) {
-	if strings.Contains(file, "/") {
-		return file, isExecutable(file)
-	}
-	for _, dir := range filepath.SplitList(e.vars["PATH"]) {
-		if dir == "" {
-			dir = "."
-		}
-		p := filepath.Join(dir, file)
-		if isExecutable(p) {
-			if abs, err := filepath.Abs(p); err == nil {
-				p = abs
-			}
-			return p, true
-		}
-	}
-	return "", false
+	p, err := child.LookPath(file, e.vars["PATH"], "")
+	return p, err == nil
 }
 
 // lookPathAll is lookPath returning every match in PATH order.
 func (e env) lookPathAll(file string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, dir := range filepath.SplitList(e.vars["PATH"]) {
-		if dir == "" {
-			dir = "."
-		}
-		p := filepath.Join(dir, file)
-		if abs, err := filepath.Abs(p); err == nil {
-			p = abs
-		}
-		if !seen[p] && isExecutable(p) {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	return out
+	return child.LookPathAll(file, e.vars["PATH"])
 }
 
-func isExecutable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+// executableAt is p, as the system would run it (on Windows with the
+// extension PATHEXT adds), if it is an executable file.
+func executableAt(p string) (string, bool) {
+	found, err := child.LookPath(p, "", "")
+	return found, err == nil
 }
 
 // envTrue is jupyter_core's envset: set to anything but no, n, false, off,

@@ -14,8 +14,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
 //go:embed pyscripts/probe.py
@@ -231,17 +232,10 @@ func processEnv(dir, name string) string {
 }
 
 // lookPathIn finds the executable file in the directories of path (a PATH
-// value), or returns "". Only absolute directories are searched.
+// value), or returns "", by child.LookPath's rule.
 func lookPathIn(path, file string) string {
-	for _, d := range filepath.SplitList(path) {
-		if !filepath.IsAbs(d) {
-			continue
-		}
-		if p := filepath.Join(d, file); isExecutable(p) {
-			return p
-		}
-	}
-	return ""
+	p, _ := child.LookPath(file, path, "")
+	return p
 }
 
 // shebangInterpreter returns the interpreter named on the first line of the
@@ -308,10 +302,7 @@ func runPython(ctx context.Context, e env, path, script string, stdin []byte, ti
 	cmd := exec.CommandContext(ctx, path, "-c", script)
 	cmd.Env = e.environ
 	cmd.Stdin = bytes.NewReader(stdin)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
+	child.InGroup(cmd)
 	cmd.WaitDelay = 2 * time.Second
 	var stdout limitedBuffer
 	stdout.limit = 64 << 20

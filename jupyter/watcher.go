@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -60,8 +59,7 @@ type fileStamp struct {
 	exists bool
 	size   int64
 	mtime  time.Time
-	ctime  syscall.Timespec
-	ino    uint64
+	change changeStamp // the inode and change time, where the system has them
 }
 
 func stamp(path string) fileStamp {
@@ -71,9 +69,7 @@ func stamp(path string) fileStamp {
 		return s
 	}
 	s.exists, s.size, s.mtime = true, fi.Size(), fi.ModTime()
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		s.ino, s.ctime = st.Ino, st.Ctim
-	}
+	s.change = changeStampOf(fi)
 	return s
 }
 

@@ -8,10 +8,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -384,47 +382,6 @@ func TestStderrFlood(t *testing.T) {
 	c.wait(t)
 	if n := c.stderr.Len(); n != 4<<20 {
 		t.Errorf("%d bytes of stderr, want %d", n, 4<<20)
-	}
-}
-
-func TestGrandchildAndSIGTERM(t *testing.T) {
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	c := startChild(t, Mode{SpawnGrandchild: true, GrandchildPidFile: pidFile, IgnoreSIGTERM: true, LingerAfterEOF: true})
-	cs := connectSDK(t, c.stdout, c.stdin, nil)
-	defer cs.Close()
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-	if err := syscall.Kill(pid, 0); err != nil {
-		t.Fatalf("grandchild %d not running: %v", pid, err)
-	}
-	if pgid, _ := syscall.Getpgid(pid); pgid != c.cmd.Process.Pid && pgid != syscall.Getpgrp() {
-		t.Errorf("grandchild in process group %d", pgid)
-	}
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := cs.Ping(context.Background(), nil); err != nil {
-		t.Fatalf("the server did not survive SIGTERM: %v", err)
-	}
-	c.stdin.Close()
-	select {
-	case <-c.done:
-		t.Fatal("the server exited after stdin closed despite LingerAfterEOF")
-	case <-time.After(200 * time.Millisecond):
-	}
-	c.cmd.Process.Kill()
-	if code := exitCode(c.wait(t)); code != -1 {
-		t.Errorf("exit %v, want killed", c.err)
-	}
-	if err := syscall.Kill(pid, 0); err != nil {
-		t.Errorf("the grandchild died with its parent (it must be left for the group kill): %v", err)
 	}
 }
 

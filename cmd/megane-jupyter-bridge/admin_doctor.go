@@ -15,8 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
+	"github.com/megane-labs/megane-jupyter-bridge/stdio"
 )
 
 // report prints doctor's findings, one line each: "ok:", "warning:" or
@@ -257,17 +257,17 @@ func checkJupyter(ctx context.Context, r *report, url string, cfg *jupyter.Confi
 // entryTransport is the MCP transport the bridge uses for e: its own stdio
 // transport (junk on stdout skipped, the whole process group stopped, the
 // environment filtered by the admin's strip list) or Streamable HTTP with
-// the entry's headers. stdio is nil for HTTP.
-func entryTransport(cfg *jupyter.Config, e jupyter.Entry) (transport mcp.Transport, stdio *bridge.StdioTransport) {
+// the entry's headers. pipes is nil for HTTP.
+func entryTransport(cfg *jupyter.Config, e jupyter.Entry) (transport mcp.Transport, pipes *stdio.Transport) {
 	switch e.Transport {
 	case jupyter.TransportStdio:
 		env := cfg.Admin.FilterEnv(os.Environ())
 		for _, k := range names(e.Env) {
 			env = append(env, k+"="+e.Env[k])
 		}
-		stdio = bridge.NewStdioTransport(bridge.StdioOptions{Name: e.Name, Command: e.Command, Args: e.Args,
+		pipes = stdio.NewTransport(stdio.Options{Name: e.Name, Command: e.Command, Args: e.Args,
 			Env: env, Dir: e.Cwd, TerminateDuration: time.Second, KillDuration: 2 * time.Second})
-		return stdio, stdio
+		return pipes, pipes
 	default:
 		return &mcp.StreamableClientTransport{Endpoint: e.URL, MaxRetries: -1,
 			HTTPClient: &http.Client{Transport: headerTransport{e.Headers, http.DefaultTransport}}}, nil
@@ -276,11 +276,11 @@ func entryTransport(cfg *jupyter.Config, e jupyter.Entry) (transport mcp.Transpo
 
 // stderrHint is the last stderr lines of a stdio server, for an error
 // message that does not already end with them.
-func stderrHint(stdio *bridge.StdioTransport, msg string) string {
-	if stdio == nil {
+func stderrHint(pipes *stdio.Transport, msg string) string {
+	if pipes == nil {
 		return ""
 	}
-	tail := stdio.StderrTail()
+	tail := pipes.StderrTail()
 	if len(tail) == 0 || strings.Contains(msg, tail[len(tail)-1]) {
 		return ""
 	}
@@ -293,10 +293,10 @@ func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e jupyter.E
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "megane-jupyter-bridge-doctor", Version: version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
-	transport, stdio := entryTransport(cfg, e)
+	transport, pipes := entryTransport(cfg, e)
 	fail := func(step string, start time.Time, err error) {
 		msg := fmt.Sprintf("server %s: %s failed after %s: %v", e.Name, step, time.Since(start).Round(time.Millisecond), err)
-		r.add("error", "%s", msg+stderrHint(stdio, msg))
+		r.add("error", "%s", msg+stderrHint(pipes, msg))
 	}
 	start := time.Now()
 	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})

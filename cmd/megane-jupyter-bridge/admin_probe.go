@@ -19,9 +19,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 )
 
@@ -60,8 +60,7 @@ func runtimeFiles(dir string) []runtimeFile {
 		if err != nil {
 			continue
 		}
-		err = syscall.Kill(pid, 0)
-		out = append(out, runtimeFile{path: f, pid: pid, alive: err == nil || errors.Is(err, syscall.EPERM)})
+		out = append(out, runtimeFile{path: f, pid: pid, alive: child.Alive(pid)})
 	}
 	return out
 }
@@ -191,7 +190,8 @@ func probeRegistration(ctx context.Context, e proxyEntry, d deployment) (time.Du
 	defer cancel()
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env = env
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	child.InGroup(cmd)
+	cmd.Cancel = func() error { return child.Interrupt(cmd.Process) } // serve stops its servers on SIGTERM
 	cmd.WaitDelay = 5 * time.Second
 	var stderr tailBuffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 )
 
@@ -74,7 +75,7 @@ func startBridgeProcess(t *testing.T, env ...string) *bridgeProcess {
 		"JUPYTER_DATA_DIR="+filepath.Join(dir, "data"), "JUPYTER_RUNTIME_DIR="+filepath.Join(dir, "runtime"),
 		"JUPYTER_CONFIG_PATH=", "GORACE=atexit_sleep_ms=0")
 	bp.cmd.Env = append(bp.cmd.Env, env...)
-	bp.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	child.InGroup(bp.cmd)
 	launchProgram(t, bp.programProcess, ready)
 	return bp
 }

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
 // version is the bridge's version, reported by tools:servers and --version.
@@ -29,7 +29,7 @@ const version = "0.1.0"
 const exitBound = 30 * time.Second
 
 func main() {
-	bridge.RunKeeperIfRequested()
+	child.RunKeeperIfRequested()
 	os.Exit(program(os.Args[1:], exitBound))
 }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 	"go.uber.org/goleak"
 )
 
@@ -19,18 +19,18 @@ const asProgramEnv = "MEGANE_TEST_AS_PROGRAM"
 const exitBoundEnv = "MEGANE_TEST_EXIT_BOUND"
 
 // noDeathNoticeEnv, in the program's environment, turns off the kernel's
-// notice of the parent's death (useParentDeathNotice), so a test can
+// notice of the parent's death (child.WatchOptions.NoNotice), so a test can
 // exercise the poll alone.
 const noDeathNoticeEnv = "MEGANE_TEST_NO_DEATH_NOTICE"
 
 func TestMain(m *testing.M) {
-	bridge.RunKeeperIfRequested()
+	child.RunKeeperIfRequested()
 	if spec := os.Getenv(idleConnsEnv); spec != "" {
 		os.Exit(holdIdleConnections(spec))
 	}
 	if os.Getenv(asProgramEnv) != "" {
 		if os.Getenv(noDeathNoticeEnv) != "" {
-			useParentDeathNotice = false
+			parentWatch.NoNotice = true
 		}
 		bound := exitBound
 		if d, err := time.ParseDuration(os.Getenv(exitBoundEnv)); err == nil {

@@ -17,11 +17,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter/jupytertest"
 )
 
@@ -101,7 +101,7 @@ func orphanBridge(t *testing.T, j *jupytertest.Server, env []string) {
 		"JUPYTER_DATA_DIR="+filepath.Join(dir, "data"), "JUPYTER_RUNTIME_DIR="+runtimeDir,
 		"JUPYTER_CONFIG_PATH=", "GORACE=atexit_sleep_ms=0")
 	pp.cmd.Env = append(pp.cmd.Env, env...)
-	pp.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	child.InGroup(pp.cmd)
 	launchProgram(t, pp, ready)
 	parentPid := pp.cmd.Process.Pid
 
@@ -149,7 +149,7 @@ func orphanBridge(t *testing.T, j *jupytertest.Server, env []string) {
 		t.Fatal("no tool server process found in /proc")
 	}
 
-	if err := syscall.Kill(parentPid, syscall.SIGKILL); err != nil {
+	if err := killPid(parentPid); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -271,4 +271,13 @@ func startHTTPServerModule(t *testing.T) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// killPid kills process pid (SIGKILL; TerminateProcess on Windows).
+func killPid(pid int) error {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return err
+	}
+	return p.Kill()
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/megane-labs/megane-jupyter-bridge/auth"
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 	"github.com/megane-labs/megane-jupyter-bridge/cmd/internal/demotools"
 )
 
@@ -113,6 +114,12 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(auth.NewRedactingHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))), nil
 }
 
+// parentWatch is how serve, in Jupyter mode, watches the process that
+// started it (child.WatchParent; the zero value polls every 250 ms and, on
+// Linux, asks for the kernel's notice too). Only TestMain changes it, before
+// the program runs, to show the poll alone is enough.
+var parentWatch child.WatchOptions
+
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, err := parseServeFlags(args, stderr)
 	if err != nil {
@@ -137,7 +144,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		watched := make(chan struct{})
 		go func() {
 			defer close(watched)
-			if err := watchParent(watchCtx, wiring.parentPID, parentPoll); err != nil {
+			if err := child.WatchParent(watchCtx, wiring.parentPID, parentWatch); err != nil {
 				parentGone <- err
 			}
 		}()

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
 const stuckToken = "stuck-token-0123456789"
@@ -130,8 +131,8 @@ func launchProgram(t *testing.T, pp *programProcess, ready string) *programProce
 	}
 	go func() { pp.err = pp.cmd.Wait(); close(pp.exited) }()
 	t.Cleanup(func() {
-		if a := pp.cmd.SysProcAttr; a != nil && a.Setpgid {
-			syscall.Kill(-pp.cmd.Process.Pid, syscall.SIGKILL)
+		if pp.cmd.SysProcAttr != nil { // child.InGroup
+			child.KillGroup(pp.cmd.Process)
 		} else {
 			pp.cmd.Process.Kill()
 		}

@@ -17,11 +17,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
 // HubTestConfig begins a test's jupyterhub_config.py (a HubSpec.Config
@@ -157,7 +157,7 @@ func StartHub(t testing.TB, spec HubSpec) *Hub {
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + inner, "LANG=C.UTF-8"}
 	out := &bridgetest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	child.InGroup(cmd)
 	// The proxy and the servers inherit the Hub's stdout and stderr: if
 	// they outlive it, Wait would wait for them. Wait this long, then
 	// return.
@@ -173,14 +173,14 @@ func StartHub(t testing.TB, spec HubSpec) *Hub {
 		// process group: JupyterHub starts both with start_new_session, so
 		// signalling the group does not reach them, and neither does
 		// Pdeathsig if the Hub dies first.
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		child.Interrupt(cmd.Process)
 		select {
 		case <-done:
 		case <-time.After(15 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			child.KillGroup(cmd.Process)
 			<-done
 		}
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		child.KillGroup(cmd.Process)
 		// Whatever the Hub left behind (it was killed, or did not finish)
 		// still has its HOME under dir: the proxy inherits the Hub's, the
 		// servers and their kernels have dir/home/<user>.
@@ -325,7 +325,9 @@ func KillUnder(dir string) []string {
 						killed = append(killed, strconv.Itoa(pid)+" "+strings.TrimSpace(string(comm)))
 						pids[pid] = true
 					}
-					syscall.Kill(pid, syscall.SIGKILL)
+					if p, err := os.FindProcess(pid); err == nil {
+						p.Kill()
+					}
 					found = true
 					break
 				}

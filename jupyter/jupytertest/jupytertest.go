@@ -24,11 +24,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
 // Python is the interpreter that runs jupyter_server, on the host and in a
@@ -270,7 +270,7 @@ func Start(t testing.TB, spec Spec) *Server {
 	s.Cmd = exec.Command(args[0], args[1:]...)
 	s.Cmd.Env = s.Env()
 	s.Cmd.Stdout, s.Cmd.Stderr = s.Out, s.Out
-	s.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	child.InGroup(s.Cmd)
 	if err := s.Cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -309,15 +309,15 @@ func (s *Server) Stop() {
 	select {
 	case <-s.done:
 	default:
-		syscall.Kill(-s.Cmd.Process.Pid, syscall.SIGTERM)
+		child.Interrupt(s.Cmd.Process)
 		select {
 		case <-s.done:
 		case <-time.After(10 * time.Second):
-			syscall.Kill(-s.Cmd.Process.Pid, syscall.SIGKILL)
+			child.KillGroup(s.Cmd.Process)
 			<-s.done
 		}
 	}
-	syscall.Kill(-s.Cmd.Process.Pid, syscall.SIGKILL)
+	child.KillGroup(s.Cmd.Process)
 }
 
 // LoginCookie logs in with the token through /login, as a browser does

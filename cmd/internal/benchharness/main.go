@@ -25,11 +25,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -361,7 +361,7 @@ func (c *config) startBridge(ctx context.Context) (*bridgeProc, error) {
 	b.cmd.Env = append(os.Environ(), "HOME="+filepath.Join(dir, "home"), "JUPYTER_CONFIG_DIR="+filepath.Join(dir, "cfg"),
 		"JUPYTER_DATA_DIR="+filepath.Join(dir, "data"), "JUPYTER_RUNTIME_DIR="+filepath.Join(dir, "rt"), "JUPYTER_CONFIG_PATH=")
 	b.cmd.Stderr = os.Stderr
-	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	child.InGroup(b.cmd)
 	if err := b.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -405,11 +405,11 @@ func (c *config) startBridge(ctx context.Context) (*bridgeProc, error) {
 }
 
 func (b *bridgeProc) stop() {
-	b.cmd.Process.Signal(syscall.SIGTERM)
+	child.Interrupt(b.cmd.Process)
 	select {
 	case <-b.done:
 	case <-time.After(15 * time.Second):
-		syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+		child.KillGroup(b.cmd.Process)
 		<-b.done
 	}
 }
@@ -616,11 +616,11 @@ func (c *config) largeSupergateway(ctx context.Context) (time.Duration, error) {
 		"--port", strconv.Itoa(port), "--messagePath", "/message", "--logLevel", "none")
 	cmd.Env = append(os.Environ(), toolServerEnv())
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	child.InGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
-	defer func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() }()
+	defer func() { child.KillGroup(cmd.Process); cmd.Wait() }()
 	var conn *websocket.Conn
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		d := websocket.Dialer{ReadBufferSize: 64 << 10}

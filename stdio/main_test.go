@@ -1,11 +1,9 @@
-package bridge
+package stdio
 
 import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -17,93 +15,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
-	"go.uber.org/goleak"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
+	"github.com/megane-labs/megane-jupyter-bridge/child/childtest"
 )
 
 // The test binary doubles as the tool servers the stdio tests run: TestMain
-// turns it into a keeper (MEGANE_BRIDGE_KEEPER) or into a test server
+// turns it into a keeper (child.RunKeeperIfRequested) or into a test server
 // (MEGANE_TEST_SERVER=<mode>) before any test runs.
 const (
 	testServerEnv   = "MEGANE_TEST_SERVER"
 	testJunkEnv     = "MEGANE_TEST_JUNK"     // the mcp server writes banners and junk lines on stdout
 	testStubbornEnv = "MEGANE_TEST_STUBBORN" // the mcp server ignores SIGTERM and stdin EOF
 	testPidFileEnv  = "MEGANE_TEST_PIDFILE"  // where spawner writes its pids
-	// testRunEnv carries a value unique to one run of this binary. Every
-	// process the tests start inherits it (keepers, whose environment the
-	// bridge sets, are known by their executable, this binary), so that
-	// TestMain can find any process that outlived the tests.
-	testRunEnv = "MEGANE_TEST_RUN"
 )
 
 func TestMain(m *testing.M) {
-	RunKeeperIfRequested()
-	if bridgetest.ServeFromEnv() { // the relay tests' tool servers
-		os.Exit(0)
-	}
+	child.RunKeeperIfRequested()
 	if mode := os.Getenv(testServerEnv); mode != "" {
 		os.Exit(runTestServer(mode))
 	}
-	// A race-enabled binary sleeps 1 s when it exits; the servers and
-	// keepers these tests start are this binary, and stop steps are timed.
-	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-	var b [8]byte
-	rand.Read(b[:])
-	run := hex.EncodeToString(b[:])
-	os.Setenv(testRunEnv, run)
-	goleak.VerifyTestMain(runThenCheckProcesses{m: m, run: run})
-}
-
-// runThenCheckProcesses runs the tests, then fails the run if a process
-// they started is still there (after a moment for the last ones to be
-// stopped and reaped): each is named with its pid and command line, and
-// killed.
-type runThenCheckProcesses struct {
-	m   *testing.M
-	run string
-}
-
-func (r runThenCheckProcesses) Run() int {
-	code := r.m.Run()
-	exe, _ := os.Executable()
-	var left []int
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		left = processesOfRun(r.run, exe)
-		if len(left) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
-	if len(left) == 0 {
-		return code
-	}
-	fmt.Fprintf(os.Stderr, "FAIL: %d processes started by the tests outlived them (now killed):\n", len(left))
-	for _, pid := range left {
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		fmt.Fprintf(os.Stderr, "  pid %d: %s\n", pid, strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")))
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	return max(code, 1)
-}
-
-// processesOfRun lists the live processes, other than this one, whose
-// environment carries this run's marker or whose executable is this test
-// binary.
-func processesOfRun(run, exe string) []int {
-	entries, _ := os.ReadDir("/proc")
-	me := os.Getpid()
-	var found []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == me {
-			continue
-		}
-		env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
-		path, _ := os.Readlink("/proc/" + e.Name() + "/exe")
-		if bytes.Contains(env, []byte(testRunEnv+"="+run+"\x00")) || (exe != "" && path == exe) {
-			found = append(found, pid)
-		}
-	}
-	return found
+	childtest.VerifyTestMain(m)
 }
 
 func runTestServer(mode string) int {
@@ -116,7 +47,7 @@ func runTestServer(mode string) int {
 		return 2
 	case "stderr-flood":
 		return stderrFlood()
-	case "deaf": // never reads stdin
+	case "deaf", "sleep": // never reads stdin
 		for {
 			time.Sleep(time.Hour)
 		}
@@ -134,7 +65,7 @@ func serveTestMCP() int {
 	junk := os.Getenv(testJunkEnv) != ""
 	stubborn := os.Getenv(testStubbornEnv) != ""
 	if stubborn {
-		signal.Ignore(syscall.SIGTERM)
+		signal.Ignore(syscall.SIGTERM, os.Interrupt)
 	}
 	out := bufio.NewWriterSize(os.Stdout, 1<<16)
 	if junk {
@@ -250,13 +181,20 @@ func stderrFlood() int {
 	return 0
 }
 
-// spawner starts two `sleep 1000`: one in its process group and one in a
-// session of its own, writes "<own pid> <sleep> <sleep>" to the pid file,
-// and waits forever.
+// spawner starts two sleepers (this binary in mode "sleep"): one in its
+// process group and one that leaves it (detach: a session of its own; on
+// Windows a new process group without a console), writes
+// "<own pid> <sleeper> <sleeper>" to the pid file, and waits forever.
 func spawner() int {
-	a := exec.Command("sleep", "1000")
-	b := exec.Command("sleep", "1000")
-	b.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	exe, err := os.Executable()
+	if err != nil {
+		return 1
+	}
+	a := exec.Command(exe, "-test.run=^$")
+	a.Env = append(os.Environ(), testServerEnv+"=sleep")
+	b := exec.Command(exe, "-test.run=^$")
+	b.Env = a.Env
+	detach(b)
 	if err := a.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -291,7 +229,7 @@ func owner() int {
 			env = append(env, kv)
 		}
 	}
-	tr := NewStdioTransport(StdioOptions{
+	tr := NewTransport(Options{
 		Name: "spawner", Command: exe, Args: []string{"-test.run=^$"},
 		Env: append(env, testServerEnv+"=spawner"),
 	})

@@ -1,33 +1,29 @@
-package bridge
+package stdio
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unicode/utf8"
-	"unsafe"
 
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // CodeTooLarge is the JSON-RPC error code the stdio transport synthesizes,
 // in place of a response, when a message from the server exceeds
-// StdioOptions.MaxMessageBytes. The error's data is {"size": N, "limit": M}.
+// Options.MaxMessageBytes. The error's data is {"size": N, "limit": M}.
 const CodeTooLarge = -32050
 
 const (
@@ -44,17 +40,14 @@ const (
 	// readChunk is the size of the stdout read buffer and the largest single
 	// read into a growing line.
 	readChunk = 64 << 10
-	// keeperKillGrace is how long the transport waits for the keeper to
-	// SIGKILL and reap the group itself before it SIGKILLs the group.
-	keeperKillGrace = 2 * time.Second
 	// streamDrainBound is how long stdout and stderr may stay open after the
 	// keeper exited (a process that escaped the keeper still holds them)
 	// before the transport stops reading them.
 	streamDrainBound = 5 * time.Second
 )
 
-// StdioOptions configures one stdio tool server process.
-type StdioOptions struct {
+// Options configures one stdio tool server process.
+type Options struct {
 	// Name is the server's name, used in messages:
 	// "megane-builder-tools exited with status 1: <last stderr line>".
 	Name string
@@ -99,25 +92,25 @@ type StdioOptions struct {
 	// KillDuration is how long Close waits after SIGTERM before the group is
 	// SIGKILLed. If zero, 3s.
 	KillDuration time.Duration
-	// KeeperPath is the executable that runs the keeper: a binary whose main
-	// calls RunKeeperIfRequested first. If empty, os.Executable().
+	// KeeperPath is the executable that runs the keeper on Linux and macOS
+	// (child.Spec.KeeperPath). If empty, os.Executable().
 	KeeperPath string
 	// Logger receives warnings about skipped stdout lines. Nil discards.
 	Logger *slog.Logger
 }
 
-// StdioTransport runs a tool server as a child process and speaks
+// Transport runs a tool server as a child process and speaks
 // newline-delimited JSON-RPC with it over stdin and stdout. It implements
 // mcp.Transport; Connect may be called once.
 //
 // Unlike go-sdk's CommandTransport it skips non-JSON stdout lines instead of
 // ending the session, fails only the affected call when a message is over
 // the size limit, keeps a bounded stderr tail for error messages, and runs
-// the server under a keeper (see RunKeeperIfRequested) in its own process
-// group, so that the server and its descendants are stopped in steps by
-// Close and die with the bridge.
-type StdioTransport struct {
-	opts StdioOptions // defaults applied; read-only after NewStdioTransport
+// the server in a group of its own (child.Start: a keeper's process group,
+// a Job Object on Windows), so that the server and its descendants are
+// stopped in steps by Close and die with the bridge.
+type Transport struct {
+	opts Options // defaults applied; read-only after NewTransport
 	log  *slog.Logger
 	tail *stderrTail
 
@@ -126,9 +119,9 @@ type StdioTransport struct {
 	used bool       // guarded by mu; Connect was called
 }
 
-// NewStdioTransport returns a transport for opts. Nothing starts until
+// NewTransport returns a transport for opts. Nothing starts until
 // Connect.
-func NewStdioTransport(opts StdioOptions) *StdioTransport {
+func NewTransport(opts Options) *Transport {
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = defaultMaxMessageBytes
 	}
@@ -148,33 +141,34 @@ func NewStdioTransport(opts StdioOptions) *StdioTransport {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &StdioTransport{opts: opts, log: log, tail: &stderrTail{max: opts.StderrTailBytes}}
+	return &Transport{opts: opts, log: log, tail: &stderrTail{max: opts.StderrTailBytes}}
 }
 
 // StderrTail returns the last stderr lines kept (oldest first).
-func (t *StdioTransport) StderrTail() []string { return t.tail.lines() }
+func (t *Transport) StderrTail() []string { return t.tail.lines() }
 
-// Pgid returns the process group id of the server (the keeper's pid), or 0
+// Pgid returns the id of the server's group (child.Process.Group: the
+// keeper's pid, which is the process group id, on Linux and macOS), or 0
 // before it started.
-func (t *StdioTransport) Pgid() int {
+func (t *Transport) Pgid() int {
 	if c := t.connection(); c != nil {
-		return c.pgid
+		return c.proc.Group()
 	}
 	return 0
 }
 
 // Pid returns the pid of the server process itself (the keeper's child), or
 // 0 before it started.
-func (t *StdioTransport) Pid() int {
+func (t *Transport) Pid() int {
 	if c := t.connection(); c != nil {
-		return int(c.childPid.Load())
+		return c.proc.Pid()
 	}
 	return 0
 }
 
 // Done returns a channel closed once the server's process group leader has
 // exited and been reaped, or nil before Connect succeeded.
-func (t *StdioTransport) Done() <-chan struct{} {
+func (t *Transport) Done() <-chan struct{} {
 	if c := t.connection(); c != nil {
 		return c.exited
 	}
@@ -182,7 +176,7 @@ func (t *StdioTransport) Done() <-chan struct{} {
 }
 
 // ExitError returns how the server ended, or nil while it runs.
-func (t *StdioTransport) ExitError() *ExitError {
+func (t *Transport) ExitError() *ExitError {
 	c := t.connection()
 	if c == nil {
 		return nil
@@ -195,7 +189,7 @@ func (t *StdioTransport) ExitError() *ExitError {
 	}
 }
 
-func (t *StdioTransport) connection() *stdioConn {
+func (t *Transport) connection() *stdioConn {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.conn
@@ -232,10 +226,11 @@ func (e *ExitError) Error() string {
 	return b.String()
 }
 
-// Connect starts the server under a keeper and returns the connection once
-// the server process has started. ctx bounds only the start, not the
-// process's life. A start failure is one line naming what to fix.
-func (t *StdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+// Connect starts the server in a group of its own (child.Start) and returns
+// the connection once the server process has started. ctx bounds only the
+// start, not the process's life. A start failure is one line naming what to
+// fix.
+func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
 	t.mu.Lock()
 	if t.used {
 		t.mu.Unlock()
@@ -267,178 +262,104 @@ func (t *StdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	} else if !fi.IsDir() {
 		return nil, fail("working directory %q is not a directory", dir)
 	}
-	path, err := resolveCommand(o.Command, lastEnv(env, "PATH"), dir)
-	if err != nil {
-		return nil, fail("%v", err)
-	}
-	keeper := o.KeeperPath
-	if keeper == "" {
-		if keeper, err = os.Executable(); err != nil {
-			return nil, fail("cannot find the bridge's own executable to run the keeper: %v", err)
-		}
-	}
-	spec, err := json.Marshal(keeperSpec{Path: path, Argv: append([]string{o.Command}, o.Args...), Env: env, Dir: dir})
+	path, err := child.LookPath(o.Command, lastEnv(env, "PATH"), dir)
 	if err != nil {
 		return nil, fail("%v", err)
 	}
 
-	// Descriptors: ours are close-on-exec and non-blocking (pollable, so
-	// deadlines and Close unblock them); the keeper's ends are dup'ed into it.
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, 0)
-	if err != nil {
-		return nil, fail("lifeline: %v", err)
-	}
-	link := os.NewFile(uintptr(fds[0]), "lifeline")
-	keeperLink := os.NewFile(uintptr(fds[1]), "lifeline-keeper")
-	var toClose []*os.File // the child's ends, closed once the keeper has them
-	closeAll := func(fs ...*os.File) {
+	var ends []*os.File // every pipe end, closed on failure
+	closeAll := func(fs []*os.File) {
 		for _, f := range fs {
-			if f != nil {
-				_ = f.Close()
-			}
+			_ = f.Close()
 		}
 	}
-	stdinR, stdinW, err := os.Pipe()
-	if err != nil {
-		closeAll(link, keeperLink)
-		return nil, fail("%v", err)
-	}
-	stdoutR, stdoutW, err := os.Pipe()
-	if err != nil {
-		closeAll(link, keeperLink, stdinR, stdinW)
-		return nil, fail("%v", err)
-	}
-	stderrR, stderrW, err := os.Pipe()
-	if err != nil {
-		closeAll(link, keeperLink, stdinR, stdinW, stdoutR, stdoutW)
-		return nil, fail("%v", err)
-	}
-	toClose = []*os.File{keeperLink, stdinR, stdoutW, stderrW}
-	// The keeper's environment: the marker and settings of the Go runtime
-	// only (so that a race-enabled or coverage build behaves as configured);
-	// the server's environment travels on the lifeline.
-	keeperEnvList := []string{keeperEnv + "=1"}
-	for _, k := range []string{"GORACE", "GOCOVERDIR", "GOTRACEBACK"} {
-		if v, ok := os.LookupEnv(k); ok {
-			keeperEnvList = append(keeperEnvList, k+"="+v)
+	pipe := func() (r, w *os.File, err error) {
+		if r, w, err = os.Pipe(); err == nil {
+			ends = append(ends, r, w)
 		}
+		return r, w, err
 	}
-	cmd := &exec.Cmd{
-		Path:       keeper,
-		Args:       []string{keeper, keeperArg, o.Name},
-		Env:        keeperEnvList,
-		Dir:        "/",
-		Stdin:      stdinR,
-		Stdout:     stdoutW,
-		Stderr:     stderrW,
-		ExtraFiles: []*os.File{keeperLink},
-		SysProcAttr: &syscall.SysProcAttr{
-			Setpgid: true,
-			// A backup for the lifeline: the keeper treats SIGHUP after its
-			// parent changed as the bridge's death. (SIGKILL would kill the
-			// keeper before it could kill the server's descendants.)
-			Pdeathsig: syscall.SIGHUP,
-		},
+	stdinR, stdinW, err1 := pipe()
+	stdoutR, stdoutW, err2 := pipe()
+	stderrR, stderrW, err3 := pipe()
+	if err := errors.Join(err1, err2, err3); err != nil {
+		closeAll(ends)
+		return nil, fail("%v", err)
 	}
-	if err := cmd.Start(); err != nil {
-		closeAll(toClose...)
-		closeAll(link, stdinW, stdoutR, stderrR)
-		return nil, fail("cannot run the keeper %q: %v", keeper, pathErrText(err))
-	}
-	closeAll(toClose...)
-
 	c := &stdioConn{
 		t:        t,
-		cmd:      cmd,
-		pgid:     cmd.Process.Pid,
 		stdin:    stdinW,
 		stdout:   stdoutR,
 		stderr:   stderrR,
-		link:     link,
 		incoming: make(chan jsonrpc.Message),
-		started:  make(chan error, 1),
 		closing:  make(chan struct{}),
 		exited:   make(chan struct{}),
-		linkDone: make(chan struct{}),
 		readDone: make(chan struct{}),
 		errDone:  make(chan struct{}),
 	}
+	// stderr is read from the start, so that a start failure can quote it.
+	c.wg.Add(1)
+	go c.stderrLoop()
+	proc, err := child.Start(ctx, child.Spec{
+		Name:       o.Name,
+		Path:       path,
+		Args:       append([]string{o.Command}, o.Args...),
+		Env:        env,
+		Dir:        dir,
+		Stdin:      stdinR,
+		Stdout:     stdoutW,
+		Stderr:     stderrW,
+		KeeperPath: o.KeeperPath,
+	})
+	closeAll([]*os.File{stdinR, stdoutW, stderrW})
+	if err != nil {
+		// Nothing of the child is left (Start saw to it), so stderr ends
+		// now unless a descriptor leaked; the deadline bounds that.
+		_ = stderrR.SetReadDeadline(time.Now().Add(time.Second))
+		<-c.errDone
+		c.wg.Wait()
+		closeAll([]*os.File{stdinW, stdoutR})
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, err
+		}
+		if tail := t.tail.lines(); len(tail) > 0 {
+			return nil, fail("%v: %s", err, tail[len(tail)-1])
+		}
+		return nil, fail("%v", err)
+	}
+	c.proc = proc
 	t.mu.Lock()
 	t.conn = c
 	t.mu.Unlock()
-	c.wg.Add(4) // plus the command writer below
-	go c.linkLoop()
+	c.wg.Add(2)
 	go c.waitLoop()
-	go c.stderrLoop()
 	go c.readLoop()
-
-	// The command goes to the keeper from its own goroutine, so that a
-	// keeper that does not read cannot block Connect past ctx.
-	spec = append(spec, '\n')
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		if _, err := link.Write(spec); err != nil {
-			c.t.log.Debug("the keeper did not take the command", "error", err)
-		}
-	}()
-	started := func(err error) (mcp.Connection, error) {
-		if err != nil {
-			_ = c.Close()
-			return nil, fail("%v", err)
-		}
-		return c, nil
-	}
-	select {
-	case err := <-c.started:
-		return started(err)
-	case <-c.exited:
-		select {
-		case err := <-c.started: // reported just before the keeper exited
-			return started(err)
-		default:
-		}
-		_ = c.Close()
-		return nil, fail("the keeper %q exited before starting the server (%s)", keeper, c.exitSummary())
-	case <-ctx.Done():
-		_ = c.Close()
-		return nil, fmt.Errorf("starting %s: %w", o.Name, ctx.Err())
-	}
+	return c, nil
 }
 
 // stdioConn is the mcp.Connection of a running server.
 type stdioConn struct {
-	t    *StdioTransport
-	pgid int // the keeper's pid, which is the process group id
+	t    *Transport
+	proc *child.Process // the server and its group; set before the loops start
 
-	cmd    *exec.Cmd // owned by waitLoop (Wait); pgid is read by stop under reapMu
-	stdin  *os.File  // written by Write under writeMu; closed by Close
-	stdout *os.File  // owned by readLoop, which closes it; deadline set by waitLoop/Close
-	stderr *os.File  // owned by stderrLoop, which closes it; deadline set by waitLoop/Close
-	link   *os.File  // read by linkLoop; written by Connect's command writer and stop; closed by waitLoop
+	stdin  *os.File // written by Write under writeMu; closed by Close
+	stdout *os.File // owned by readLoop, which closes it; deadline set by waitLoop
+	stderr *os.File // owned by stderrLoop, which closes it; deadline set by waitLoop
 
 	writeMu sync.Mutex // serializes Write
 
 	incoming chan jsonrpc.Message // unbuffered; sent by readLoop, closed by readLoop at end of stdout
-	started  chan error           // buffered 1; the keeper's start report, sent once by linkLoop
-
-	childPid    atomic.Int64 // set by linkLoop from "started <pid>"
-	childReport atomic.Value // string: the keeper's final "exit N" / "signal N" line; set by linkLoop
-
-	reapMu sync.Mutex // guards reaped: no signal is sent to -pgid once the keeper is reaped
-	reaped bool       // guarded by reapMu
 
 	stopping atomic.Bool // Close has begun
 	exitErr  *ExitError  // written by waitLoop before it closes exited
 
 	closing  chan struct{} // closed by Close
-	exited   chan struct{} // closed by waitLoop once the keeper is reaped and exitErr is set
-	linkDone chan struct{} // closed by linkLoop
+	exited   chan struct{} // closed by waitLoop once the server's group is gone and exitErr is set
 	readDone chan struct{} // closed by readLoop
 	errDone  chan struct{} // closed by stderrLoop
 
 	closeOnce sync.Once
-	wg        sync.WaitGroup // the four loops and the command writer
+	wg        sync.WaitGroup // the three loops
 }
 
 // SessionID implements mcp.Connection.
@@ -507,84 +428,32 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return nil
 }
 
-// Close implements mcp.Connection: it stops the process group in steps
-// (close stdin, wait TerminateDuration, SIGTERM, wait KillDuration, SIGKILL)
-// and returns once the keeper is reaped and every goroutine of the
-// connection has ended. It is idempotent and safe concurrently with Read and
-// Write; concurrent callers all wait for the first to finish.
+// Close implements mcp.Connection: it stops the server's group in steps
+// (close stdin, then child.Process.Stop: wait TerminateDuration, SIGTERM,
+// wait KillDuration, SIGKILL) and returns once the group is gone and every
+// goroutine of the connection has ended. It is idempotent and safe
+// concurrently with Read and Write; concurrent callers all wait for the
+// first to finish.
 func (c *stdioConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.stopping.Store(true)
 		close(c.closing)
 		_ = c.stdin.Close()
-		c.stop()
+		c.proc.Stop(c.t.opts.TerminateDuration, c.t.opts.KillDuration)
 		c.wg.Wait()
 	})
 	return nil
 }
 
-// stop runs the stop steps until the keeper is reaped.
-func (c *stdioConn) stop() {
-	o := &c.t.opts
-	if c.waitExited(o.TerminateDuration) {
-		return
-	}
-	c.signalGroup(syscall.SIGTERM)
-	if c.waitExited(o.KillDuration) {
-		return
-	}
-	// Ask the keeper to SIGKILL and reap the group itself, so that no
-	// zombie is left to an init that may not reap; then SIGKILL the group.
-	_, _ = c.link.Write([]byte("kill\n"))
-	if c.waitExited(keeperKillGrace) {
-		return
-	}
-	c.signalGroup(syscall.SIGKILL)
-	<-c.exited
-}
-
-func (c *stdioConn) waitExited(d time.Duration) bool {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-c.exited:
-		return true
-	case <-tm.C:
-		return false
-	}
-}
-
-// signalGroup sends sig to the process group unless the keeper (whose pid is
-// the group id) has been reaped, when the id could be reused.
-func (c *stdioConn) signalGroup(sig syscall.Signal) {
-	c.reapMu.Lock()
-	defer c.reapMu.Unlock()
-	if !c.reaped {
-		_ = syscall.Kill(-c.pgid, sig)
-	}
-}
-
-// waitLoop owns the keeper process: it waits for it to exit, SIGKILLs
-// whatever is left in its group while the keeper is a zombie (so the group
-// id cannot be reused), reaps it, and builds exitErr.
+// waitLoop waits for the server's group to be gone, then for its streams to
+// end, and builds exitErr.
 func (c *stdioConn) waitLoop() {
 	defer c.wg.Done()
-	waitNoReap(c.pgid)
-	c.reapMu.Lock()
-	_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
-	_ = c.cmd.Wait()
-	c.reaped = true
-	c.reapMu.Unlock()
+	<-c.proc.Done()
 
-	// The keeper's end of the lifeline closed with it; the deadline only
-	// guards against a descriptor that leaked elsewhere.
-	_ = c.link.SetReadDeadline(time.Now().Add(time.Second))
-	<-c.linkDone
-	_ = c.link.Close()
-
-	// Stdout and stderr end when their last writer is gone. Everything
-	// under the keeper was killed, so that is now, unless something escaped
-	// (a descriptor passed to an unrelated process): stop reading after
+	// Stdout and stderr end when their last writer is gone. Everything in
+	// the group was killed, so that is now, unless something escaped (a
+	// descriptor passed to an unrelated process): stop reading after
 	// streamDrainBound, or at once when the connection is closed. The exit
 	// is reported once stderr is read to its end, so that its tail holds
 	// the server's last words.
@@ -621,65 +490,10 @@ func (c *stdioConn) endStreams() {
 	_ = c.stderr.SetReadDeadline(time.Now())
 }
 
-// buildExitError describes the end of the server from the keeper's report,
-// or from the keeper's own status when it could not report.
+// buildExitError describes the end of the server.
 func (c *stdioConn) buildExitError() *ExitError {
-	e := &ExitError{Name: c.t.opts.Name, Stopped: c.stopping.Load(), StderrTail: c.t.tail.lines()}
-	report, _ := c.childReport.Load().(string)
-	kind, num, _ := strings.Cut(report, " ")
-	n, err := strconv.Atoi(num)
-	switch {
-	case err == nil && kind == "exit":
-		e.Status = n
-	case err == nil && kind == "signal":
-		e.Status, e.Signal = -1, signalName(syscall.Signal(n))
-	default:
-		ws, _ := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
-		if ws.Signaled() {
-			e.Status, e.Signal = -1, signalName(ws.Signal())
-		} else {
-			e.Status = ws.ExitStatus()
-		}
-	}
-	return e
-}
-
-// exitSummary describes the keeper's end for a start failure.
-func (c *stdioConn) exitSummary() string {
-	<-c.exited
-	e := *c.exitErr
-	e.Stopped = false
-	return e.Error()
-}
-
-// linkLoop reads the keeper's reports from the lifeline.
-func (c *stdioConn) linkLoop() {
-	defer c.wg.Done()
-	defer close(c.linkDone)
-	br := bufio.NewReaderSize(c.link, 4096)
-	sentStart := false
-	for {
-		line, err := br.ReadString('\n')
-		line = strings.TrimSpace(line)
-		kind, rest, _ := strings.Cut(line, " ")
-		switch {
-		case line == "":
-		case !sentStart && kind == "started":
-			if pid, err := strconv.Atoi(rest); err == nil {
-				c.childPid.Store(int64(pid))
-			}
-			sentStart = true
-			c.started <- nil
-		case !sentStart && kind == "error":
-			sentStart = true
-			c.started <- errors.New(rest)
-		case kind == "exit" || kind == "signal":
-			c.childReport.Store(line)
-		}
-		if err != nil {
-			return
-		}
-	}
+	x := c.proc.Exit()
+	return &ExitError{Name: c.t.opts.Name, Status: x.Code, Signal: x.Signal, Stopped: c.stopping.Load(), StderrTail: c.t.tail.lines()}
 }
 
 // stderrLoop reads stderr into the tail, line by line, keeping at most
@@ -752,81 +566,6 @@ func (c *stdioConn) readLoop() {
 	}
 }
 
-// waitNoReap blocks until process pid has exited, leaving it waitable (a
-// zombie), so that its pid (and process group id) stays reserved.
-func waitNoReap(pid int) {
-	const (
-		pPID    = 1
-		wExited = 0x4
-		wNoWait = 0x1000000
-	)
-	var info [128]byte // siginfo_t
-	for {
-		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(&info[0])), wExited|wNoWait, 0, 0)
-		if e != syscall.EINTR {
-			return
-		}
-	}
-}
-
-// resolveCommand finds the executable the way the kernel will run it: a name
-// with a slash is a path (relative to dir); any other name is looked up on
-// pathList, whose relative entries are ignored.
-func resolveCommand(command, pathList, dir string) (string, error) {
-	if command == "" {
-		return "", errors.New("no command is configured")
-	}
-	if strings.Contains(command, "/") {
-		p := command
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		if err := checkExecutable(p); err != nil {
-			if p != command {
-				return "", fmt.Errorf("%q (%s) %v", command, p, err)
-			}
-			return "", fmt.Errorf("%q %v", command, err)
-		}
-		return p, nil
-	}
-	if pathList == "" {
-		return "", fmt.Errorf("%q not found: PATH is not set in the server's environment", command)
-	}
-	var notExec string
-	for _, d := range filepath.SplitList(pathList) {
-		if d == "" || !filepath.IsAbs(d) {
-			continue
-		}
-		p := filepath.Join(d, command)
-		err := checkExecutable(p)
-		if err == nil {
-			return p, nil
-		}
-		if notExec == "" && !errors.Is(err, os.ErrNotExist) {
-			notExec = fmt.Sprintf("; %s %v", p, err)
-		}
-	}
-	return "", fmt.Errorf("%q not found on PATH (%s)%s", command, pathList, notExec)
-}
-
-// checkExecutable reports why p cannot be executed, as the end of a sentence.
-func checkExecutable(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("does not exist: %w", os.ErrNotExist)
-		}
-		return errors.New(pathErrText(err))
-	}
-	if fi.IsDir() {
-		return errors.New("is a directory")
-	}
-	if err := syscall.Access(p, 1 /* X_OK */); err != nil || fi.Mode()&0o111 == 0 {
-		return errors.New("is not executable")
-	}
-	return nil
-}
-
 // pathErrText is err without the path an *os.PathError repeats.
 func pathErrText(err error) string {
 	var pe *os.PathError
@@ -844,22 +583,6 @@ func lastEnv(env []string, key string) string {
 		}
 	}
 	return ""
-}
-
-// signalName is "SIGKILL" for syscall.SIGKILL.
-func signalName(s syscall.Signal) string {
-	names := map[syscall.Signal]string{
-		syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
-		syscall.SIGILL: "SIGILL", syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT",
-		syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL",
-		syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
-		syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
-		syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGSYS: "SIGSYS",
-	}
-	if n, ok := names[s]; ok {
-		return n
-	}
-	return "signal " + strconv.Itoa(int(s))
 }
 
 // truncateUTF8 cuts s to at most n bytes without splitting a character.

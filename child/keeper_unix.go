@@ -1,4 +1,6 @@
-package bridge
+//go:build unix
+
+package child
 
 import (
 	"bufio"
@@ -12,23 +14,27 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The keeper is a small supervisor that runs between the bridge and a stdio
 // tool server, so that the server and everything it starts die with the
 // bridge, even when the bridge is SIGKILLed.
 //
-// The transport starts the bridge's own executable with MEGANE_BRIDGE_KEEPER=1
+// Start runs the bridge's own executable with MEGANE_BRIDGE_KEEPER=1
 // (and nothing else in its environment) as the leader of a new process group,
 // with one end of a Unix socket pair as file descriptor 3: the lifeline.
 // RunKeeperIfRequested, called first thing by main (and by TestMain), turns
 // that process into the keeper. The keeper:
 //
-//   - becomes a child subreaper, so that orphaned descendants (an sh -c
-//     wrapper's child, uvx's python) are re-parented to it rather than to init;
+//   - on Linux, becomes a child subreaper, so that orphaned descendants (an
+//     sh -c wrapper's child, uvx's python) are re-parented to it rather than
+//     to init (macOS has no subreaper: an orphan that left the group is
+//     found, while it lives, as a descendant of the keeper or in its group);
 //   - reads the server's command (keeperSpec, one JSON line) from the lifeline
-//     and starts it in its own process group with stdin, stdout and stderr
-//     inherited directly (the bridge's pipes; nothing is copied);
+//     and starts it in the keeper's process group with stdin, stdout and
+//     stderr inherited directly (the bridge's pipes; nothing is copied);
 //   - answers "started <pid>" or "error <one line>" on the lifeline;
 //   - catches SIGTERM, SIGINT and SIGHUP and only waits (a signal sent to the
 //     group reaches the server directly; an ignored signal would be inherited);
@@ -57,8 +63,6 @@ const (
 	// keeperKillBound bounds how long the keeper keeps killing and reaping
 	// (processes in uninterruptible sleep) before it exits anyway.
 	keeperKillBound = 5 * time.Second
-
-	prSetChildSubreaper = 36 // PR_SET_CHILD_SUBREAPER from <linux/prctl.h>
 )
 
 // keeperSpec is the command the transport asks the keeper to run.
@@ -97,10 +101,10 @@ func runKeeper() int {
 	signal.Notify(sigchld, syscall.SIGCHLD)
 	parent := os.Getppid()
 
-	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
-		fmt.Fprintf(os.Stderr, "megane-bridge keeper: cannot become a child subreaper: %v\n", e)
+	if err := becomeSubreaper(); err != nil {
+		fmt.Fprintf(os.Stderr, "megane-bridge keeper: cannot become a child subreaper: %v\n", err)
 	}
-	syscall.CloseOnExec(keeperLinkFD)
+	unix.CloseOnExec(keeperLinkFD)
 	link := os.NewFile(keeperLinkFD, "lifeline")
 	if link == nil {
 		fmt.Fprintln(os.Stderr, "megane-bridge keeper: no lifeline on descriptor 3")
@@ -130,9 +134,9 @@ func runKeeper() int {
 		Stdin:  os.Stdin,
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,
-		// The server dies if the keeper dies without cleaning up (for example
-		// when the OOM killer picks the keeper).
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+		// On Linux the server dies if the keeper dies without cleaning up
+		// (for example when the OOM killer picks the keeper).
+		SysProcAttr: serverSysProcAttr(),
 	}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(link, "error %s\n", oneLineStartError(spec.Path, err))
@@ -265,16 +269,16 @@ func oneLineStartError(path string, err error) string {
 // or session), except the keeper itself.
 func signalOthers(sig syscall.Signal) {
 	self := os.Getpid()
-	pgrp := syscall.Getpgrp()
-	procs := readProcTable()
+	pgrp := unix.Getpgrp()
+	procs := Processes()
 	children := make(map[int][]int, len(procs))
 	for _, p := range procs {
-		children[p.ppid] = append(children[p.ppid], p.pid)
+		children[p.PPID] = append(children[p.PPID], p.PID)
 	}
 	targets := map[int]bool{}
 	for _, p := range procs {
-		if p.pgrp == pgrp && p.pid != self {
-			targets[p.pid] = true
+		if p.Group == pgrp && p.PID != self {
+			targets[p.PID] = true
 		}
 	}
 	queue := append([]int(nil), children[self]...)
@@ -286,56 +290,6 @@ func signalOthers(sig syscall.Signal) {
 	}
 	delete(targets, self)
 	for pid := range targets {
-		_ = syscall.Kill(pid, sig)
+		_ = unix.Kill(pid, sig)
 	}
-}
-
-// procEntry is one line of the process table.
-type procEntry struct {
-	pid, ppid, pgrp int
-	state           byte
-}
-
-// readProcTable reads pid, state, ppid and pgrp of every process in /proc.
-func readProcTable() []procEntry {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return nil
-	}
-	defer d.Close()
-	names, _ := d.Readdirnames(-1)
-	out := make([]procEntry, 0, len(names))
-	for _, n := range names {
-		pid, err := strconv.Atoi(n)
-		if err != nil {
-			continue
-		}
-		if e, ok := readProcStat(pid); ok {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// readProcStat parses /proc/<pid>/stat.
-func readProcStat(pid int) (procEntry, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procEntry{}, false
-	}
-	// "pid (comm) state ppid pgrp ..."; comm may contain spaces and parens.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+2 >= len(b) {
-		return procEntry{}, false
-	}
-	f := strings.Fields(string(b[i+2:]))
-	if len(f) < 3 || len(f[0]) != 1 {
-		return procEntry{}, false
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	pgrp, err2 := strconv.Atoi(f[2])
-	if err1 != nil || err2 != nil {
-		return procEntry{}, false
-	}
-	return procEntry{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0][0]}, true
 }

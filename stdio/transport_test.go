@@ -1,4 +1,4 @@
-package bridge
+package stdio
 
 import (
 	"bytes"
@@ -12,11 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
+	"github.com/megane-labs/megane-jupyter-bridge/child/childtest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -32,8 +33,8 @@ func testExe(t testing.TB) string {
 }
 
 // serverOptions runs the test binary as a server of mode, with extra env.
-func serverOptions(t testing.TB, mode string, env ...string) StdioOptions {
-	return StdioOptions{
+func serverOptions(t testing.TB, mode string, env ...string) Options {
+	return Options{
 		Name:    "lab-tools",
 		Command: testExe(t),
 		Args:    []string{"-test.run=^$"},
@@ -76,26 +77,8 @@ func assertGone(t *testing.T, what string, pid int) {
 	if pid <= 0 {
 		t.Fatalf("%s: no pid", what)
 	}
-	if e, ok := readProcStat(pid); ok {
-		t.Errorf("%s (pid %d) still exists in state %c", what, pid, e.state)
-	}
-}
-
-// waitGone polls until pid no longer exists, or is a zombie when
-// zombieOK, for at most 10 s.
-func waitGone(t *testing.T, what string, pid int, zombieOK bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		e, ok := readProcStat(pid)
-		if !ok || (zombieOK && e.state == 'Z') {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%s (pid %d) still exists in state %c after 10 s", what, pid, e.state)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	if e, ok := child.Lookup(pid); ok {
+		t.Errorf("%s (pid %d) still exists in state %c", what, pid, e.State)
 	}
 }
 
@@ -125,21 +108,19 @@ func TestStdioSession(t *testing.T) {
 		}
 		return raw
 	}
-	tr := NewStdioTransport(opts)
+	tr := NewTransport(opts)
 	if tr.Pgid() != 0 {
 		t.Fatalf("Pgid before start = %d", tr.Pgid())
 	}
 	cs := connectClient(t, ctx, tr)
 	pgid, pid := tr.Pgid(), tr.Pid()
-	if pgid <= 0 || pid <= 0 || pid == pgid {
+	if pgid <= 0 || pid <= 0 {
 		t.Fatalf("pgid %d, pid %d", pgid, pid)
 	}
 	if got := callText(t, ctx, cs, "pid", nil); got != strconv.Itoa(pid) {
 		t.Errorf("the server says its pid is %s, the transport says %d", got, pid)
 	}
-	if e, ok := readProcStat(pid); !ok || e.pgrp != pgid || e.ppid != pgid {
-		t.Errorf("server pid %d: %+v, want ppid and pgrp %d (the keeper)", pid, e, pgid)
-	}
+	checkServerGroup(t, pid, pgid)
 	list, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +192,7 @@ func TestStdioJunkOnStdout(t *testing.T) {
 	var logs syncBuffer
 	opts := serverOptions(t, "mcp", testJunkEnv+"=1")
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	tr := NewStdioTransport(opts)
+	tr := NewTransport(opts)
 	cs := connectClient(t, ctx, tr)
 	defer cs.Close()
 	for i := range 3 {
@@ -244,7 +225,7 @@ func TestStdioTooLarge(t *testing.T) {
 	defer cancel()
 	opts := serverOptions(t, "mcp")
 	opts.MaxMessageBytes = 1 << 20
-	tr := NewStdioTransport(opts)
+	tr := NewTransport(opts)
 	cs := connectClient(t, ctx, tr)
 	defer cs.Close()
 
@@ -273,7 +254,7 @@ func TestStdioTooLarge(t *testing.T) {
 func TestStdioServerCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	tr := NewStdioTransport(serverOptions(t, "mcp"))
+	tr := NewTransport(serverOptions(t, "mcp"))
 	cs := connectClient(t, ctx, tr)
 	defer cs.Close()
 	pid := tr.Pid()
@@ -294,13 +275,13 @@ func TestStdioServerCrash(t *testing.T) {
 	if werr := cs.Wait(); !errors.As(werr, &ee) {
 		t.Errorf("session Wait = %v", werr)
 	}
-	waitGone(t, "server", pid, false)
+	childtest.WaitGone(t, "server", pid, false)
 }
 
 func TestStdioExitBeforeInitialize(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	tr := NewStdioTransport(serverOptions(t, "exit-early"))
+	tr := NewTransport(serverOptions(t, "exit-early"))
 	client := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil)
 	_, err := client.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	var ee *ExitError
@@ -316,61 +297,13 @@ func TestStdioExitBeforeInitialize(t *testing.T) {
 	assertGone(t, "keeper", tr.Pgid())
 }
 
-// TestStdioGrandchildren checks that Close leaves nothing of an `sh -c`
-// wrapper's children, however they try to survive.
-func TestStdioGrandchildren(t *testing.T) {
-	for _, tc := range []struct {
-		name, spawn string
-	}{
-		{"background child", `sleep 1000 &`},
-		{"child ignoring SIGTERM", `(trap "" TERM; exec sleep 1000) &`},
-		{"child in its own session", `setsid sleep 1000 &`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			pf := filepath.Join(t.TempDir(), "pid")
-			tr := NewStdioTransport(StdioOptions{
-				Name:    "wrapped",
-				Command: "sh",
-				Args:    []string{"-c", tc.spawn + ` echo $! >"$PIDFILE"; exec "$TESTBIN" -test.run='^$'`},
-				Env: append(os.Environ(), testServerEnv+"=mcp", "PIDFILE="+pf, "TESTBIN="+testExe(t),
-					"PATH=/usr/local/bin:/usr/bin:/bin"),
-			})
-			cs := connectClient(t, ctx, tr)
-			if got := callText(t, ctx, cs, "echo", map[string]any{"text": "x"}); got != "x" {
-				t.Errorf("echo = %q", got)
-			}
-			b, err := os.ReadFile(pf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sleepPid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := readProcStat(sleepPid); !ok {
-				t.Fatalf("the grandchild %d is not running", sleepPid)
-			}
-			server := tr.Pid()
-			if err := cs.Close(); err != nil {
-				t.Errorf("close: %v", err)
-			}
-			// Close returns after the keeper reaped everything.
-			assertGone(t, "grandchild sleep", sleepPid)
-			assertGone(t, "server", server)
-			assertGone(t, "keeper", tr.Pgid())
-		})
-	}
-}
-
 func TestStdioStubbornServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	opts := serverOptions(t, "mcp", testStubbornEnv+"=1")
 	opts.TerminateDuration = 200 * time.Millisecond
 	opts.KillDuration = 300 * time.Millisecond
-	tr := NewStdioTransport(opts)
+	tr := NewTransport(opts)
 	cs := connectClient(t, ctx, tr)
 	server := tr.Pid()
 	if got := callText(t, ctx, cs, "echo", map[string]any{"text": "x"}); got != "x" {
@@ -380,8 +313,8 @@ func TestStdioStubbornServer(t *testing.T) {
 		t.Errorf("close: %v", err)
 	}
 	ee := tr.ExitError()
-	if ee == nil || ee.Signal != "SIGKILL" || ee.Status != -1 || !ee.Stopped {
-		t.Errorf("exit = %#v, want stopped by SIGKILL", ee)
+	if ee == nil || !stoppedBy(ee, "kill") {
+		t.Errorf("exit = %#v, want stopped by the kill step", ee)
 	}
 	assertGone(t, "server", server) // reaped: no zombie
 	assertGone(t, "keeper", tr.Pgid())
@@ -404,7 +337,7 @@ func TestStdioStderrFlood(t *testing.T) {
 		lines++
 		longest = max(longest, len(l))
 	}
-	tr := NewStdioTransport(opts)
+	tr := NewTransport(opts)
 	conn, err := tr.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -431,79 +364,8 @@ func TestStdioStderrFlood(t *testing.T) {
 	}
 }
 
-func TestStdioStartErrors(t *testing.T) {
-	dir := t.TempDir()
-	notExec := filepath.Join(dir, "tool.py")
-	if err := os.WriteFile(notExec, []byte("print(1)\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	garbage := filepath.Join(dir, "garbage")
-	if err := os.WriteFile(garbage, []byte("\x7fELF\x00\x01garbage"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name    string
-		command string
-		path    string // PATH in the server's environment; "-" for none
-		dir     string
-		want    string
-	}{
-		{"not on PATH", "uvx-not-installed", "/usr/bin:/bin", "",
-			`cannot start lab-tools: "uvx-not-installed" not found on PATH (/usr/bin:/bin)`},
-		{"no PATH", "uvx", "-", "",
-			`cannot start lab-tools: "uvx" not found: PATH is not set in the server's environment`},
-		{"not executable", notExec, "/usr/bin", "",
-			fmt.Sprintf(`cannot start lab-tools: %q is not executable`, notExec)},
-		{"relative path", "./tool.py", "/usr/bin", dir,
-			fmt.Sprintf(`cannot start lab-tools: "./tool.py" (%s) is not executable`, notExec)},
-		{"missing file", "/opt/nothing/here", "/usr/bin", "",
-			`cannot start lab-tools: "/opt/nothing/here" does not exist: file does not exist`},
-		{"a directory", dir, "/usr/bin", "",
-			fmt.Sprintf(`cannot start lab-tools: %q is a directory`, dir)},
-		{"bad working directory", "sh", "/usr/bin:/bin", "/nonexistent/dir",
-			`cannot start lab-tools: working directory "/nonexistent/dir": no such file or directory`},
-		{"exec format error", garbage, "/usr/bin", "",
-			fmt.Sprintf(`cannot start lab-tools: %q: exec format error`, garbage)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			env := []string{"HOME=/"}
-			if tc.path != "-" {
-				env = append(env, "PATH="+tc.path)
-			}
-			tr := NewStdioTransport(StdioOptions{Name: "lab-tools", Command: tc.command, Env: env, Dir: tc.dir})
-			conn, err := tr.Connect(context.Background())
-			if err == nil {
-				conn.Close()
-				t.Fatal("Connect succeeded")
-			}
-			if err.Error() != tc.want {
-				t.Errorf("error\n got %s\nwant %s", err, tc.want)
-			}
-			if pg := tr.Pgid(); pg != 0 {
-				assertGone(t, "keeper", pg)
-			}
-		})
-	}
-}
-
-func TestStdioKeeperPathNotAKeeper(t *testing.T) {
-	opts := serverOptions(t, "mcp")
-	opts.KeeperPath = "/bin/true"
-	tr := NewStdioTransport(opts)
-	conn, err := tr.Connect(context.Background())
-	if err == nil {
-		conn.Close()
-		t.Fatal("Connect succeeded")
-	}
-	want := `cannot start lab-tools: the keeper "/bin/true" exited before starting the server (lab-tools exited with status 0)`
-	if err.Error() != want {
-		t.Errorf("error\n got %s\nwant %s", err, want)
-	}
-	assertGone(t, "keeper", tr.Pgid())
-}
-
 func TestStdioConnectOnce(t *testing.T) {
-	tr := NewStdioTransport(serverOptions(t, "mcp"))
+	tr := NewTransport(serverOptions(t, "mcp"))
 	conn, err := tr.Connect(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -537,7 +399,7 @@ func TestStdioCloseUnblocksWrite(t *testing.T) {
 	opts := serverOptions(t, "deaf")
 	opts.TerminateDuration = 100 * time.Millisecond
 	opts.KillDuration = 100 * time.Millisecond
-	tr := NewStdioTransport(opts)
+	tr := NewTransport(opts)
 	conn, err := tr.Connect(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -557,15 +419,15 @@ func TestStdioCloseUnblocksWrite(t *testing.T) {
 	if err := <-writeErr; err == nil {
 		t.Error("the blocked Write succeeded")
 	}
-	if ee := tr.ExitError(); ee == nil || ee.Signal != "SIGTERM" || !ee.Stopped {
-		t.Errorf("exit = %#v, want stopped by SIGTERM", ee)
+	if ee := tr.ExitError(); ee == nil || !stoppedBy(ee, "interrupt") {
+		t.Errorf("exit = %#v, want stopped by the interrupt step", ee)
 	}
 }
 
 // The context given to Connect bounds the start only.
 func TestStdioConnectContextDoesNotLimitLife(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	tr := NewStdioTransport(serverOptions(t, "mcp"))
+	tr := NewTransport(serverOptions(t, "mcp"))
 	cs := connectClient(t, ctx, tr)
 	defer cs.Close()
 	cancel()
@@ -574,7 +436,7 @@ func TestStdioConnectContextDoesNotLimitLife(t *testing.T) {
 	if got := callText(t, ctx2, cs, "echo", map[string]any{"text": "alive"}); got != "alive" {
 		t.Errorf("echo = %q", got)
 	}
-	if e, ok := readProcStat(tr.Pid()); !ok || e.state == 'Z' {
+	if e, ok := child.Lookup(tr.Pid()); !ok || e.State == 'Z' {
 		t.Error("the server did not outlive Connect's context")
 	}
 }
@@ -593,9 +455,6 @@ func TestStdioExitErrorMessages(t *testing.T) {
 			t.Errorf("%#v: %q, want %q", tc.e, got, tc.want)
 		}
 	}
-	if signalName(syscall.SIGTERM) != "SIGTERM" || signalName(syscall.Signal(40)) != "signal 40" {
-		t.Error("signalName")
-	}
 }
 
 func TestStdioSanitizeLine(t *testing.T) {
@@ -612,5 +471,42 @@ func TestStdioSanitizeLine(t *testing.T) {
 		if got := sanitizeLine([]byte(in)); got != want {
 			t.Errorf("sanitizeLine(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestStdioDescendantsStopped closes a server that started one process in
+// its group and one that left it: Close returns with none of them left.
+func TestStdioDescendantsStopped(t *testing.T) {
+	pf := filepath.Join(t.TempDir(), "pids")
+	opts := serverOptions(t, "spawner", testPidFileEnv+"="+pf)
+	opts.TerminateDuration = 200 * time.Millisecond
+	opts.KillDuration = 500 * time.Millisecond
+	tr := NewTransport(opts)
+	conn, err := tr.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for deadline := time.Now().Add(20 * time.Second); len(pids) == 0; time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(pf); err == nil {
+			for _, f := range strings.Fields(string(b)) {
+				p, _ := strconv.Atoi(f)
+				pids = append(pids, p)
+			}
+		} else if time.Now().After(deadline) {
+			conn.Close()
+			t.Fatal("the spawner wrote no pid file")
+		}
+	}
+	for _, p := range pids {
+		if !childtest.Running(p) {
+			t.Fatalf("pid %d of %v is not running before Close", p, pids)
+		}
+	}
+	if err := conn.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	for i, what := range []string{"server", "sleeper in the group", "sleeper that left it"} {
+		assertGone(t, what, pids[i])
 	}
 }

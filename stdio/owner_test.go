@@ -1,4 +1,4 @@
-package bridge
+package stdio
 
 import (
 	"bufio"
@@ -7,15 +7,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/child/childtest"
 )
 
-// TestKeeperOwnerKilled SIGKILLs a process that owns a transport whose
-// server has a grandchild in its group and one in a session of its own:
-// none of them may survive.
-func TestKeeperOwnerKilled(t *testing.T) {
+// TestOwnerKilled kills (SIGKILL; TerminateProcess on Windows) a process
+// that owns a transport whose server has a grandchild in its group and one
+// that left it: none of them may survive.
+func TestOwnerKilled(t *testing.T) {
 	pf := filepath.Join(t.TempDir(), "pids")
 	cmd := exec.Command(testExe(t), "-test.run=^$")
 	cmd.Env = append(os.Environ(), testServerEnv+"=owner", testPidFileEnv+"="+pf)
@@ -62,32 +63,20 @@ func TestKeeperOwnerKilled(t *testing.T) {
 	if len(pids) != 3 {
 		t.Fatalf("pid file %q", b)
 	}
-	for i, what := range []string{"server", "grandchild in the group", "grandchild in its own session"} {
-		if e, ok := readProcStat(pids[i]); !ok || e.state == 'Z' {
+	for i, what := range []string{"server", "grandchild in the group", "grandchild that left it"} {
+		if !childtest.Running(pids[i]) {
 			t.Fatalf("%s (%d) is not running before the owner is killed", what, pids[i])
 		}
 	}
-	if e, _ := readProcStat(pids[1]); e.pgrp != pgid {
-		t.Errorf("grandchild pgrp %d, want %d", e.pgrp, pgid)
-	}
+	checkSameGroup(t, pids[1], pgid)
 
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	waitGone(t, "server", pids[0], false)
-	waitGone(t, "grandchild in the group", pids[1], false)
-	waitGone(t, "grandchild in its own session", pids[2], false)
+	childtest.WaitGone(t, "server", pids[0], false)
+	childtest.WaitGone(t, "grandchild in the group", pids[1], false)
+	childtest.WaitGone(t, "grandchild that left it", pids[2], false)
 	// The keeper itself is re-parented to init, which may not reap it.
-	waitGone(t, "keeper", pgid, true)
-}
-
-func TestKeeperProcStat(t *testing.T) {
-	e, ok := readProcStat(os.Getpid())
-	if !ok || e.pid != os.Getpid() || e.ppid != os.Getppid() || e.pgrp != syscall.Getpgrp() {
-		t.Errorf("readProcStat(self) = %+v, %v", e, ok)
-	}
-	if _, ok := readProcStat(1 << 30); ok {
-		t.Error("readProcStat of a missing pid succeeded")
-	}
+	childtest.WaitGone(t, "keeper", pgid, true)
 }

@@ -1,0 +1,21 @@
+package bridge
+
+import (
+	"os"
+	"testing"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
+	"github.com/megane-labs/megane-jupyter-bridge/child/childtest"
+)
+
+// The test binary doubles as the tool servers the relay tests run: TestMain
+// turns it into a keeper (child.RunKeeperIfRequested) or into a bridgetest
+// server before any test runs.
+func TestMain(m *testing.M) {
+	child.RunKeeperIfRequested()
+	if bridgetest.ServeFromEnv() {
+		os.Exit(0)
+	}
+	childtest.VerifyTestMain(m)
+}

@@ -1,0 +1,77 @@
+package child_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/megane-labs/megane-jupyter-bridge/child"
+)
+
+func TestLookup(t *testing.T) {
+	e, ok := child.Lookup(os.Getpid())
+	if !ok || e.PID != os.Getpid() || e.PPID != os.Getppid() || e.State == 'Z' {
+		t.Errorf("Lookup(self) = %+v, %v", e, ok)
+	}
+	if _, ok := child.Lookup(1 << 30); ok {
+		t.Error("Lookup of a missing pid succeeded")
+	}
+	found := false
+	for _, p := range child.Processes() {
+		found = found || p.PID == os.Getpid()
+	}
+	if !found {
+		t.Error("Processes() does not list this process")
+	}
+}
+
+func TestExitString(t *testing.T) {
+	for _, tc := range []struct {
+		e    child.Exit
+		want string
+	}{
+		{child.Exit{Code: 3}, "exited with status 3"},
+		{child.Exit{Code: -1, Signal: "SIGKILL"}, "was killed by signal SIGKILL"},
+	} {
+		if got := tc.e.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.e, got, tc.want)
+		}
+	}
+}
+
+// TestLookPathIgnoresRelativeEntries: a configured name never runs a
+// program from the current directory, whatever PATH says.
+func TestLookPathIgnoresRelativeEntries(t *testing.T) {
+	dir := t.TempDir()
+	name := "megane-lookpath-test"
+	exe := writeExecutable(t, dir, name)
+	t.Chdir(dir)
+	sep := string(os.PathListSeparator)
+	for _, tc := range []struct {
+		name, path string
+		want       string // "" for not found
+	}{
+		{"absolute entry", dir, exe},
+		{"empty entry", sep + sep, ""},
+		{"dot entry", ".", ""},
+		{"relative entry", filepath.Base(dir), ""},
+		{"absolute after empty", sep + dir, exe},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := child.LookPath(name, tc.path, dir)
+			if tc.want == "" {
+				if err == nil || !strings.Contains(err.Error(), "not found on PATH") {
+					t.Errorf("LookPath = %q, %v; want not found", got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("LookPath = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+	if got := child.LookPathAll(name, dir+sep+"."+sep+dir); len(got) != 1 || got[0] != exe {
+		t.Errorf("LookPathAll = %q", got)
+	}
+}

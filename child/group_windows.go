@@ -1,0 +1,80 @@
+package child
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/windows"
+)
+
+// InGroup prepares cmd, not yet started, to run as a short-lived child: in
+// a new process group. For a cmd made by exec.CommandContext, its whole
+// process tree is killed when the context ends. Python probes, doctor's
+// probes and test servers run this way; tool servers run with Start.
+func InGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{CreationFlags: windows.CREATE_NEW_PROCESS_GROUP}
+	if cmd.Cancel != nil { // made by CommandContext
+		cmd.Cancel = func() error { return KillGroup(cmd.Process) }
+	}
+}
+
+// Interrupt sends CTRL_BREAK to the process group led by p (it reaches only
+// processes that share the bridge's console).
+func Interrupt(p *os.Process) error {
+	return windows.GenerateConsoleCtrlEvent(windows.CTRL_BREAK_EVENT, uint32(p.Pid))
+}
+
+// KillGroup terminates p and every process descended from it.
+func KillGroup(p *os.Process) error {
+	for _, pid := range descendants(p.Pid) {
+		if h, err := windows.OpenProcess(windows.PROCESS_TERMINATE, false, uint32(pid)); err == nil {
+			_ = windows.TerminateProcess(h, 1)
+			windows.CloseHandle(h)
+		}
+	}
+	return p.Kill()
+}
+
+// descendants lists the processes below pid, from the process table.
+func descendants(pid int) []int {
+	snap, err := windows.CreateToolhelp32Snapshot(windows.TH32CS_SNAPPROCESS, 0)
+	if err != nil {
+		return nil
+	}
+	defer windows.CloseHandle(snap)
+	children := map[uint32][]uint32{}
+	var pe windows.ProcessEntry32
+	pe.Size = uint32(unsafe.Sizeof(pe))
+	for err = windows.Process32First(snap, &pe); err == nil; err = windows.Process32Next(snap, &pe) {
+		if pe.ProcessID != pe.ParentProcessID {
+			children[pe.ParentProcessID] = append(children[pe.ParentProcessID], pe.ProcessID)
+		}
+	}
+	var out []int
+	queue := append([]uint32(nil), children[uint32(pid)]...)
+	seen := map[uint32]bool{uint32(pid): true}
+	for len(queue) > 0 {
+		q := queue[0]
+		queue = queue[1:]
+		if seen[q] {
+			continue
+		}
+		seen[q] = true
+		out = append(out, int(q))
+		queue = append(queue, children[q]...)
+	}
+	return out
+}
+
+// Alive reports whether process pid is running.
+func Alive(pid int) bool {
+	h, err := windows.OpenProcess(windows.SYNCHRONIZE|windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(pid))
+	if err != nil {
+		return err == windows.ERROR_ACCESS_DENIED
+	}
+	defer windows.CloseHandle(h)
+	ev, err := windows.WaitForSingleObject(h, 0)
+	return err == nil && ev == uint32(windows.WAIT_TIMEOUT)
+}
