@@ -11,6 +11,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // builderMeta is the _meta key that makes a tool a Builder button (§3).
@@ -60,8 +62,9 @@ type builderTool struct {
 	Document    string
 	Contract    float64
 	HasOutput   bool
-	SeedProp    string // the seed property, if any
-	DocProp     string // the document property, if any
+	Output      *jsonschema.Resolved // the outputSchema, when it resolves
+	SeedProp    string               // the seed property, if any
+	DocProp     string               // the document property, if any
 	defs        map[string]any
 	requiredSet map[string]bool
 }
@@ -141,9 +144,14 @@ func checkToolDefinition(server string, raw json.RawMessage) (*builderTool, []fi
 			}
 		}
 	}
-	_, bt.HasOutput = t["outputSchema"].(map[string]any)
-	if !bt.HasOutput {
+	out, hasOutput := t["outputSchema"].(map[string]any)
+	bt.HasOutput = hasOutput
+	if !hasOutput {
 		fs.add("fail", "§5", "no outputSchema: a Builder tool declares BuilderResult as its outputSchema")
+	} else if r, err := resolveOutputSchema(json.RawMessage(jsonText(out))); err != nil {
+		fs.add("fail", "§5", "outputSchema is not a usable JSON Schema (%v): clients cannot validate results against it", err)
+	} else {
+		bt.Output = r
 	}
 
 	// §4 inputs.
@@ -339,25 +347,24 @@ func checkResult(fs *findings, bt *builderTool, raw json.RawMessage, doc map[str
 	if !summary {
 		fs.add("warn", "§5", "no text summary in content (LLM clients read it)")
 	}
-	var sc struct {
-		Contract   *float64        `json:"contract"`
-		Name       string          `json:"name"`
-		Structure  json.RawMessage `json:"structure"`
-		Warnings   []string        `json:"warnings"`
-		Provenance map[string]any  `json:"provenance"`
-	}
-	if len(res.StructuredContent) == 0 || json.Unmarshal(res.StructuredContent, &sc) != nil {
+	var sc map[string]any
+	if len(res.StructuredContent) == 0 || json.Unmarshal(res.StructuredContent, &sc) != nil || sc == nil {
 		fs.add("fail", "§5", "no structuredContent object: Builder rejects the result")
 		return nil
 	}
-	if sc.Contract == nil || *sc.Contract != bt.Contract {
-		fs.add("fail", "§5", "structuredContent.contract is %s, not the tool's %v", jsonText(sc.Contract), bt.Contract)
+	if bt.Output != nil {
+		if why := outputProblem(bt.Output, res.StructuredContent); why != "" {
+			fs.add("fail", "§5", "structuredContent does not validate against the tool's own outputSchema: %s", why)
+		}
 	}
-	if sc.Provenance == nil {
+	if c, ok := sc["contract"].(float64); !ok || c != bt.Contract {
+		fs.add("fail", "§5", "structuredContent.contract is %s, not the tool's %v", jsonText(sc["contract"]), bt.Contract)
+	}
+	if _, ok := sc["provenance"].(map[string]any); !ok {
 		fs.add("warn", "§7", "no provenance: Builder cannot record what made the structure")
 	}
-	var st map[string]any
-	if json.Unmarshal(sc.Structure, &st) != nil || st == nil {
+	st, _ := sc["structure"].(map[string]any)
+	if st == nil {
 		fs.add("fail", "§5.1", "no structure object")
 		return nil
 	}
@@ -369,7 +376,7 @@ func checkResult(fs *findings, bt *builderTool, raw json.RawMessage, doc map[str
 			fs.add("fail", "§5.2", "an insert result repeats the document's atoms: return only the atoms added")
 		}
 	}
-	return sc.Structure
+	return json.RawMessage(jsonText(st))
 }
 
 // structureProblems lists what makes st an invalid Structure (§5.1).
