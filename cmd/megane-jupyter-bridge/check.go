@@ -141,7 +141,7 @@ func checkServer(ctx context.Context, cfg *jupyter.Config, e jupyter.Entry, time
 		}
 		builder++
 		fs := &findings{server: e.Name, tool: bt.Name}
-		if bt.Input != nil && !hasFail(defs, "§4") {
+		if bt.Input != nil && bt.Contract == 1 && !hasFail(defs, "§4") {
 			callChecks(ctx, c, fs, bt)
 		}
 		if !hasFail(defs, "") && !hasFail(fs.list, "") {

@@ -105,7 +105,9 @@ func checkToolDefinition(server string, raw json.RawMessage) (*builderTool, []fi
 		fs.add("fail", "§3", "contract %v is not supported (this Builder supports 1): Builder hides the tool", c)
 	}
 	bt.Contract = c
-	checkEnum(fs, meta, "category", contractCategories, "§3")
+	if c, _ := meta["category"].(string); !slices.Contains(contractCategories, c) {
+		fs.add("warn", "§3", "category is %s, not one of %s: Builder puts the button under other (§11)", jsonText(meta["category"]), strings.Join(contractCategories, ", "))
+	}
 	bt.Apply = checkEnum(fs, meta, "apply", contractApply, "§3")
 	bt.Document = checkEnum(fs, meta, "document", contractDocument, "§3")
 	if v, present := meta["stochastic"]; present {
