@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -178,8 +180,12 @@ func TestCheckRules(t *testing.T) {
 		{name: "call longer than --timeout", spec: slow(checkkit.Spec{WorkMs: 3000, Progress: true}, nil), flags: []string{"--timeout", "1500ms"},
 			level: "warn", sect: "§6", want: "did not finish within --timeout 1.5s"},
 	}
+	_, cpuErr := treeCPU(selfTree{})
 	for _, r := range rules {
 		t.Run(r.name, func(t *testing.T) {
+			if errors.Is(cpuErr, errCPUNotMeasured) && strings.Contains(r.name, "after a cancel") {
+				t.Skip("CPU time is not measured on this OS: check warns instead")
+			}
 			got, err := runKitCheck(t, r.spec(t), r.flags...)
 			found, fails := false, 0
 			for _, f := range got {
@@ -268,4 +274,46 @@ func findingLines(fs []finding) string {
 		b.WriteString(f.String() + "\n")
 	}
 	return b.String()
+}
+
+// selfTree is this test's own process as a processTree.
+type selfTree struct{}
+
+func (selfTree) Pgid() int { return os.Getpid() }
+func (selfTree) Pid() int  { return os.Getpid() }
+
+// TestCheckReferenceResult: the reference server's recorded polymer_chain
+// result keeps §5, including its tool's own outputSchema.
+func TestCheckReferenceResult(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "shared", "fixtures", "megane-reference")
+	var list struct{ Tools []json.RawMessage }
+	var call struct {
+		Name      string
+		Arguments map[string]any
+		Result    json.RawMessage
+	}
+	for file, v := range map[string]any{"tools-list.json": &list, "call-polymer_chain.json": &call} {
+		data, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatalf("the reference fixtures (shared/): %v", err)
+		}
+		if err := json.Unmarshal(data, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, raw := range list.Tools {
+		bt, _ := checkToolDefinition("megane-builder-tools", raw)
+		if bt == nil || bt.Name != call.Name {
+			continue
+		}
+		if bt.Output == nil {
+			t.Fatalf("the outputSchema of %s did not resolve", bt.Name)
+		}
+		fs := &findings{server: "megane-builder-tools", tool: bt.Name}
+		if checkResult(fs, bt, call.Result, nil) == nil || len(fs.list) != 0 {
+			t.Fatalf("%v", fs.list)
+		}
+		return
+	}
+	t.Fatalf("no Builder tool %s among the recorded tools", call.Name)
 }
