@@ -150,7 +150,7 @@ func checkToolDefinition(server string, raw json.RawMessage) (*builderTool, []fi
 	bt.HasOutput = hasOutput
 	if !hasOutput {
 		fs.add("fail", "§5", "no outputSchema: a Builder tool declares BuilderResult as its outputSchema")
-	} else if r, err := resolveOutputSchema(json.RawMessage(jsonText(out))); err != nil {
+	} else if r, err := resolveSchema(json.RawMessage(jsonText(out))); err != nil {
 		fs.add("fail", "§5", "outputSchema is not a usable JSON Schema (%v): clients cannot validate results against it", err)
 	} else {
 		bt.Output = r
@@ -215,6 +215,7 @@ func checkProperty(fs *findings, bt *builderTool, siblings map[string]any, name 
 		fs.add("fail", "§4.1", "Builder cannot build a form: property %q has a $ref that is not into $defs", name)
 		return
 	}
+	checkValues(fs, bt, name, schema)
 	if widget, ok := schema["x-megane-widget"].(string); ok {
 		checkWidget(fs, bt, siblings, name, widget, schema)
 		return
@@ -262,18 +263,6 @@ func checkProperty(fs *findings, bt *builderTool, siblings map[string]any, name 
 		}
 	default:
 		fs.add("fail", "§4.1", "Builder cannot build a form: property %q has type %s", name, jsonText(schema["type"]))
-	}
-	for _, k := range []string{"default"} {
-		if v, ok := schema[k]; ok {
-			if why := validate(schema, v); why != "" {
-				fs.add("fail", "§4.1", "the default of %q does not validate against its schema: %s", name, why)
-			}
-		}
-	}
-	for i, ex := range asSlice(schema["examples"]) {
-		if why := validate(schema, ex); why != "" {
-			fs.add("fail", "§4.1", "example %d of %q does not validate against its schema: %s", i, name, why)
-		}
 	}
 }
 
@@ -448,6 +437,44 @@ func structureProblems(st map[string]any) []string {
 		}
 	}
 	return out
+}
+
+// checkValues checks that a property's default and examples validate
+// against its schema (§4.1): the form pre-fills them, and check and LLM
+// clients send them.
+func checkValues(fs *findings, bt *builderTool, name string, schema map[string]any) {
+	if v, ok := schema["default"]; ok {
+		if why := valueProblem(bt, schema, v); why != "" {
+			fs.add("fail", "§4.1", "the default of %q does not validate against its schema: %s", name, why)
+		}
+	}
+	for i, ex := range asSlice(schema["examples"]) {
+		if why := valueProblem(bt, schema, ex); why != "" {
+			fs.add("fail", "§4.1", "example %d of %q does not validate against its schema: %s", i, name, why)
+		}
+	}
+}
+
+// valueProblem returns why v does not validate against the property schema
+// s (with the input schema's $defs), or "": validate's plainer words for
+// what it covers, then go-sdk's JSON Schema implementation for the rest
+// (nested properties, $refs, anyOf) when it can resolve s.
+func valueProblem(bt *builderTool, s map[string]any, v any) string {
+	if why := validate(s, v); why != "" {
+		return why
+	}
+	root := maps.Clone(s)
+	if _, ok := root["$defs"]; !ok && bt.defs != nil {
+		root["$defs"] = bt.defs
+	}
+	resolved, err := resolveSchema(json.RawMessage(jsonText(root)))
+	if err != nil {
+		return ""
+	}
+	if err := resolved.Validate(v); err != nil {
+		return schemaError(err)
+	}
+	return ""
 }
 
 // validate is a small JSON Schema check for defaults and examples: type,

@@ -122,6 +122,9 @@ func TestCheckRules(t *testing.T) {
 		}), level: "fail", sect: "§4.1", want: `Builder cannot build a form: property "spacing" uses anyOf`},
 		{name: "example outside the schema", spec: tool(func(_, _, p map[string]any) { p["count"].(map[string]any)["examples"] = []any{0} }),
 			level: "fail", sect: "§4.1", want: `example 0 of "count" does not validate against its schema`},
+		{name: "default of a vector outside its item schema", spec: tool(func(_, _, p map[string]any) {
+			p["offset"] = map[string]any{"type": "array", "items": map[string]any{"type": "number", "minimum": 0}, "minItems": 3, "maxItems": 3, "default": []any{0, -1, 0}}
+		}), level: "fail", sect: "§4.1", want: `the default of "offset" does not validate against its schema`},
 		{name: "seed widget of another shape", spec: tool(func(_, _, p map[string]any) { p["seed"].(map[string]any)["type"] = "string" }),
 			level: "fail", sect: "§4.2", want: `"seed" has x-megane-widget "seed" but its schema is not`},
 		{name: "stochastic tool without a seed", spec: tool(func(tl, _, p map[string]any) {

@@ -7,14 +7,15 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
-// resolveOutputSchema resolves a tool's outputSchema (JSON); local $refs
-// only, as a remote one would be fetched.
-func resolveOutputSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
+// resolveSchema resolves a JSON Schema (JSON), such as a tool's
+// outputSchema; local $refs only, as a remote one would be fetched.
+func resolveSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
 	var s jsonschema.Schema
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
@@ -34,7 +35,16 @@ func outputProblem(schema *jsonschema.Resolved, structured json.RawMessage) stri
 		return err.Error()
 	}
 	if err := schema.Validate(v); err != nil {
-		return strings.Join(strings.Fields(err.Error()), " ")
+		return schemaError(err)
 	}
 	return ""
+}
+
+// ratNumber matches the numbers jsonschema-go writes as fractions
+// ("-1/1") or with six decimals ("0.000000").
+var ratNumber = regexp.MustCompile(`\b(\d+)(?:/1\b|\.000000\b)`)
+
+// schemaError is a validation error on one line, whole numbers plain.
+func schemaError(err error) string {
+	return ratNumber.ReplaceAllString(strings.Join(strings.Fields(err.Error()), " "), "$1")
 }

@@ -86,6 +86,9 @@ func TestCheckToolDefinition(t *testing.T) {
 		{"example outside the schema", `example 0 of "count" does not validate against its schema: 0 < minimum 1`, "§4.1", func(_, _, p map[string]any) {
 			p["count"].(map[string]any)["examples"] = []any{0}
 		}},
+		{"example of a widget property outside its $defs schema", `example 0 of "molecule" does not validate against its schema: validating root: required: missing properties: ["name"]`, "§4.1", func(_, _, p map[string]any) {
+			p["molecule"].(map[string]any)["examples"] = []any{map[string]any{"smiles": "O"}}
+		}},
 		{"default outside the schema", `the default of "density" does not validate against its schema: 0 ≤ exclusiveMinimum 0`, "§4.1", func(_, _, p map[string]any) {
 			p["density"].(map[string]any)["default"] = 0
 		}},
