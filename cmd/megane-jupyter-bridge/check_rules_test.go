@@ -3,11 +3,16 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/megane-labs/megane-jupyter-bridge/cmd/internal/checkkit"
 )
@@ -319,4 +324,23 @@ func TestCheckReferenceResult(t *testing.T) {
 		return
 	}
 	t.Fatalf("no Builder tool %s among the recorded tools", call.Name)
+}
+
+// TestCheckHTTPServer: a Streamable HTTP server is checked the same way; a
+// cancelled call's CPU cannot be measured there, which check says as a
+// warning, and stdout is not a question.
+func TestCheckHTTPServer(t *testing.T) {
+	spec := checkkit.Spec{WorkMs: 1500, Progress: true, Tool: kitTool(t, deterministic)}
+	srv, err := checkkit.NewServer(spec, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	out, _, err := runCLI(t, "check", ts.URL)
+	if err != nil || !strings.Contains(out, "warn: cluster: cancelled after 1s; whether the work stopped is not measured for a Streamable HTTP server") ||
+		strings.Contains(out, "stdout") || !strings.Contains(out, "ok: cluster: keeps the contract") {
+		t.Fatalf("exit error %v, output:\n%s", err, out)
+	}
 }

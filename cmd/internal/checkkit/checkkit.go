@@ -128,24 +128,33 @@ func ServeFromEnv() {
 
 // Serve serves spec over newline-delimited JSON-RPC until in ends.
 func Serve(ctx context.Context, in io.ReadCloser, out io.Writer, spec Spec) error {
+	w := &lockedWriter{w: out}
+	if spec.Fault == StdoutNoise {
+		w.Write([]byte("Loading RDKit...\n"))
+	}
+	srv, err := NewServer(spec, w)
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: w})
+}
+
+// NewServer returns the go-sdk server for spec, for other transports
+// (Streamable HTTP); StdoutNoise writes to noise.
+func NewServer(spec Spec, noise io.Writer) (*mcp.Server, error) {
 	def := spec.Tool
 	if len(def) == 0 {
 		def = json.RawMessage(ValidTool)
 	}
 	var tool mcp.Tool
 	if err := json.Unmarshal(def, &tool); err != nil {
-		return fmt.Errorf("decode the tool definition: %w", err)
-	}
-	w := &lockedWriter{w: out}
-	s := &server{spec: spec, out: w}
-	if spec.Fault == StdoutNoise {
-		w.Write([]byte("Loading RDKit...\n"))
+		return nil, fmt.Errorf("decode the tool definition: %w", err)
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "checkkit", Version: "1"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 	})
-	srv.AddTool(&tool, s.call)
-	return srv.Run(ctx, &mcp.IOTransport{Reader: in, Writer: w})
+	srv.AddTool(&tool, (&server{spec: spec, out: noise}).call)
+	return srv, nil
 }
 
 // lockedWriter keeps the noise lines of StdoutNoise whole between messages.
