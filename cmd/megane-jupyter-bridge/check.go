@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -113,8 +112,11 @@ func checkServer(ctx context.Context, cfg *jupyter.Config, e jupyter.Entry, time
 	server := &findings{server: e.Name}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	transport, stdio := entryTransport(cfg, e)
-	client := mcp.NewClient(&mcp.Implementation{Name: "megane-jupyter-bridge-check", Version: version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
+	noise := &stdoutNoise{}
+	transport, stdio, tree := checkTransport(cfg, e, noise)
+	progress := newProgressCounts()
+	client := mcp.NewClient(&mcp.Implementation{Name: "megane-jupyter-bridge-check", Version: version},
+		&mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}, ProgressNotificationHandler: progress.handle})
 	cs, err := client.Connect(cctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		msg := fmt.Sprintf("server %s did not start: %v", e.Name, err)
@@ -122,18 +124,12 @@ func checkServer(ctx context.Context, cfg *jupyter.Config, e jupyter.Entry, time
 		return server.list
 	}
 	defer cs.Close()
-	var tools []*mcp.Tool
-	for cursor := ""; ; {
-		res, err := cs.ListTools(cctx, &mcp.ListToolsParams{Cursor: cursor})
-		if err != nil {
-			server.add("fail", "§3", "tools/list failed: %v", err)
-			return server.list
-		}
-		tools = append(tools, res.Tools...)
-		if cursor = res.NextCursor; cursor == "" {
-			break
-		}
+	tools, err := listTools(cctx, cs)
+	if err != nil {
+		server.add("fail", "§3", "tools/list failed: %v", err)
+		return server.list
 	}
+	c := &caller{cs: cs, progress: progress, tree: tree, timeout: timeout, resultLimit: resultLimit(cfg)}
 	builder := 0
 	var out []finding
 	for _, t := range tools {
@@ -145,11 +141,11 @@ func checkServer(ctx context.Context, cfg *jupyter.Config, e jupyter.Entry, time
 		}
 		builder++
 		fs := &findings{server: e.Name, tool: bt.Name}
-		if bt.Input != nil && !hasFail(defs, "§4") {
-			callChecks(ctx, cs, fs, bt, timeout)
+		if bt.Input != nil && bt.Contract == 1 && !hasFail(defs, "§4") {
+			callChecks(ctx, c, fs, bt)
 		}
 		if !hasFail(defs, "") && !hasFail(fs.list, "") {
-			fs.add("ok", "", "keeps the contract (%s, %s)", bt.Apply, strings.TrimPrefix(jsonText(bt.Meta["category"]), ""))
+			fs.add("ok", "", "keeps the contract (%s, %s)", bt.Apply, jsonText(bt.Meta["category"]))
 		}
 		out = append(out, fs.list...)
 	}
@@ -162,7 +158,50 @@ func checkServer(ctx context.Context, cfg *jupyter.Config, e jupyter.Entry, time
 		level = "warn"
 	}
 	server.add(level, "§3", "server %s%s: %d tools, %d of them Builder tools", e.Name, info, len(tools), builder)
+	stdoutFindings(server, stdio != nil, noise)
 	return append(server.list, out...)
+}
+
+// listTools lists every page of tools.
+func listTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
+	var tools []*mcp.Tool
+	for cursor := ""; ; {
+		res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			return nil, err
+		}
+		tools = append(tools, res.Tools...)
+		if cursor = res.NextCursor; cursor == "" {
+			return tools, nil
+		}
+	}
+}
+
+// resultLimit is the largest result the bridge accepts (the admin's
+// [limits] result_limit, else the bridge's default).
+func resultLimit(cfg *jupyter.Config) int64 {
+	if cfg.Admin.ResultLimit > 0 {
+		return cfg.Admin.ResultLimit
+	}
+	return 256 << 20
+}
+
+// stdoutFindings reports what a stdio server wrote to stdout besides MCP
+// during the whole check (§6).
+func stdoutFindings(server *findings, stdio bool, noise *stdoutNoise) {
+	if !stdio {
+		return
+	}
+	n, first := noise.count()
+	if n == 0 {
+		server.add("ok", "§6", "server %s: nothing but MCP messages on stdout", server.server)
+		return
+	}
+	example := ""
+	if first != "" {
+		example = fmt.Sprintf(", the first %q", first)
+	}
+	server.add("fail", "§6", "server %s: %d line(s) on stdout that are not MCP messages%s: this bridge skips them, but other hosts lose the connection; send them to stderr", server.server, n, example)
 }
 
 // hasFail reports whether list has a fail in section (any section if "").
@@ -175,61 +214,48 @@ func hasFail(list []finding, section string) bool {
 	return false
 }
 
-// callChecks calls bt with sample arguments and checks the result (§5),
-// the same seed again (§4.4), and a call without its required arguments
-// (§6).
-func callChecks(ctx context.Context, cs *mcp.ClientSession, fs *findings, bt *builderTool, timeout time.Duration) {
-	call := func(args map[string]any) (*mcp.CallToolResult, json.RawMessage, time.Duration, error) {
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		start := time.Now()
-		res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: bt.Name, Arguments: args})
-		took := time.Since(start)
-		if err != nil {
-			return nil, nil, took, err
-		}
-		raw, _ := json.Marshal(res)
-		return res, raw, took, nil
-	}
+// callChecks calls bt with sample arguments (cancelling the first call if
+// it runs long, §6) and checks the result (§5) and its time (§6), the same
+// seed again (§4.4) and a call without its required arguments (§6).
+func callChecks(ctx context.Context, c *caller, fs *findings, bt *builderTool) {
 	args := sampleArgs(bt, 7)
-	res, raw, took, err := call(args)
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		fs.add("fail", "§6", "the call with sample arguments did not finish within %s", timeout)
+	o := c.firstCall(ctx, fs, bt, args)
+	if callFailed(fs, bt, o, args, c.timeout) {
 		return
-	case err != nil:
-		fs.add("fail", "§6", "the call with sample arguments failed: %v", err)
-		return
-	case res.IsError:
-		fs.add("fail", "§5", "the call with sample arguments %s returned a tool error: %s", jsonText(args), firstText(res))
-		return
+	}
+	if n := int64(len(o.raw)); n > c.resultLimit {
+		fs.add("fail", "§5.1", "the result is %d bytes, over the bridge's result limit of %d bytes ([limits] result_limit)", n, c.resultLimit)
 	}
 	doc, _ := args[bt.DocProp].(map[string]any)
-	structure := checkResult(fs, bt, raw, doc)
-	if exp, ok := bt.Meta["expectedSeconds"].(float64); ok && took.Seconds() > max(60, 5*exp) {
-		fs.add("warn", "§6", "the call took %s, over the Builder's timeout of max(60 s, 5 × expectedSeconds)", took.Round(time.Millisecond))
-	}
+	structure := checkResult(fs, bt, o.raw, doc)
+	timingFindings(fs, bt, o.took, o.progress)
+	deadline := min(builderTimeout(bt), c.timeout)
 	if bt.Stochastic && bt.SeedProp != "" && structure != nil {
-		_, raw2, _, err := call(args)
-		var again struct {
+		again := c.call(ctx, bt.Name, args, deadline, 0)
+		var sc struct {
 			StructuredContent struct {
-				Structure json.RawMessage `json:"structure"`
+				Structure map[string]any `json:"structure"`
 			} `json:"structuredContent"`
 		}
-		if err == nil && json.Unmarshal(raw2, &again) == nil && string(again.StructuredContent.Structure) != string(structure) {
+		if again.err == nil && json.Unmarshal(again.raw, &sc) == nil && jsonText(sc.StructuredContent.Structure) != string(structure) {
 			fs.add("fail", "§4.4", "the same arguments and seed gave another structure")
 		}
 	}
 	if len(bt.requiredSet) > 0 {
-		res, _, _, err := call(map[string]any{})
-		switch {
-		case err != nil:
-			fs.add("warn", "§6", "a call without its required arguments got a JSON-RPC error, not a tool error (Builder shows \"The server failed\"): %v", err)
-		case !res.IsError:
-			fs.add("fail", "§6", "a call without its required arguments succeeded")
-		case strings.Contains(strings.TrimSpace(firstText(res)), "\n"):
-			fs.add("warn", "§6", "the tool error for a call without its required arguments is not one line")
-		}
+		refusalFindings(fs, c.call(ctx, bt.Name, map[string]any{}, deadline, 0))
+	}
+}
+
+// refusalFindings checks the answer to a call without its required
+// arguments: a tool error with a one-line message (§6).
+func refusalFindings(fs *findings, o outcome) {
+	switch {
+	case o.err != nil:
+		fs.add("warn", "§6", "a call without its required arguments got a JSON-RPC error, not a tool error (Builder shows \"The server failed\"): %v", o.err)
+	case !o.res.IsError:
+		fs.add("fail", "§6", "a call without its required arguments succeeded")
+	case strings.Contains(strings.TrimSpace(firstText(o.res)), "\n"):
+		fs.add("warn", "§6", "the tool error for a call without its required arguments is not one line")
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // builderMeta is the _meta key that makes a tool a Builder button (§3).
@@ -60,8 +62,9 @@ type builderTool struct {
 	Document    string
 	Contract    float64
 	HasOutput   bool
-	SeedProp    string // the seed property, if any
-	DocProp     string // the document property, if any
+	Output      *jsonschema.Resolved // the outputSchema, when it resolves
+	SeedProp    string               // the seed property, if any
+	DocProp     string               // the document property, if any
 	defs        map[string]any
 	requiredSet map[string]bool
 }
@@ -102,7 +105,9 @@ func checkToolDefinition(server string, raw json.RawMessage) (*builderTool, []fi
 		fs.add("fail", "§3", "contract %v is not supported (this Builder supports 1): Builder hides the tool", c)
 	}
 	bt.Contract = c
-	checkEnum(fs, meta, "category", contractCategories, "§3")
+	if c, _ := meta["category"].(string); !slices.Contains(contractCategories, c) {
+		fs.add("warn", "§3", "category is %s, not one of %s: Builder puts the button under other (§11)", jsonText(meta["category"]), strings.Join(contractCategories, ", "))
+	}
 	bt.Apply = checkEnum(fs, meta, "apply", contractApply, "§3")
 	bt.Document = checkEnum(fs, meta, "document", contractDocument, "§3")
 	if v, present := meta["stochastic"]; present {
@@ -141,9 +146,14 @@ func checkToolDefinition(server string, raw json.RawMessage) (*builderTool, []fi
 			}
 		}
 	}
-	_, bt.HasOutput = t["outputSchema"].(map[string]any)
-	if !bt.HasOutput {
+	out, hasOutput := t["outputSchema"].(map[string]any)
+	bt.HasOutput = hasOutput
+	if !hasOutput {
 		fs.add("fail", "§5", "no outputSchema: a Builder tool declares BuilderResult as its outputSchema")
+	} else if r, err := resolveSchema(json.RawMessage(jsonText(out))); err != nil {
+		fs.add("fail", "§5", "outputSchema is not a usable JSON Schema (%v): clients cannot validate results against it", err)
+	} else {
+		bt.Output = r
 	}
 
 	// §4 inputs.
@@ -205,6 +215,7 @@ func checkProperty(fs *findings, bt *builderTool, siblings map[string]any, name 
 		fs.add("fail", "§4.1", "Builder cannot build a form: property %q has a $ref that is not into $defs", name)
 		return
 	}
+	checkValues(fs, bt, name, schema)
 	if widget, ok := schema["x-megane-widget"].(string); ok {
 		checkWidget(fs, bt, siblings, name, widget, schema)
 		return
@@ -252,18 +263,6 @@ func checkProperty(fs *findings, bt *builderTool, siblings map[string]any, name 
 		}
 	default:
 		fs.add("fail", "§4.1", "Builder cannot build a form: property %q has type %s", name, jsonText(schema["type"]))
-	}
-	for _, k := range []string{"default"} {
-		if v, ok := schema[k]; ok {
-			if why := validate(schema, v); why != "" {
-				fs.add("fail", "§4.1", "the default of %q does not validate against its schema: %s", name, why)
-			}
-		}
-	}
-	for i, ex := range asSlice(schema["examples"]) {
-		if why := validate(schema, ex); why != "" {
-			fs.add("fail", "§4.1", "example %d of %q does not validate against its schema: %s", i, name, why)
-		}
 	}
 }
 
@@ -339,25 +338,24 @@ func checkResult(fs *findings, bt *builderTool, raw json.RawMessage, doc map[str
 	if !summary {
 		fs.add("warn", "§5", "no text summary in content (LLM clients read it)")
 	}
-	var sc struct {
-		Contract   *float64        `json:"contract"`
-		Name       string          `json:"name"`
-		Structure  json.RawMessage `json:"structure"`
-		Warnings   []string        `json:"warnings"`
-		Provenance map[string]any  `json:"provenance"`
-	}
-	if len(res.StructuredContent) == 0 || json.Unmarshal(res.StructuredContent, &sc) != nil {
+	var sc map[string]any
+	if len(res.StructuredContent) == 0 || json.Unmarshal(res.StructuredContent, &sc) != nil || sc == nil {
 		fs.add("fail", "§5", "no structuredContent object: Builder rejects the result")
 		return nil
 	}
-	if sc.Contract == nil || *sc.Contract != bt.Contract {
-		fs.add("fail", "§5", "structuredContent.contract is %s, not the tool's %v", jsonText(sc.Contract), bt.Contract)
+	if bt.Output != nil {
+		if why := outputProblem(bt.Output, res.StructuredContent); why != "" {
+			fs.add("fail", "§5", "structuredContent does not validate against the tool's own outputSchema: %s", why)
+		}
 	}
-	if sc.Provenance == nil {
+	if c, ok := sc["contract"].(float64); !ok || c != bt.Contract {
+		fs.add("fail", "§5", "structuredContent.contract is %s, not the tool's %v", jsonText(sc["contract"]), bt.Contract)
+	}
+	if _, ok := sc["provenance"].(map[string]any); !ok {
 		fs.add("warn", "§7", "no provenance: Builder cannot record what made the structure")
 	}
-	var st map[string]any
-	if json.Unmarshal(sc.Structure, &st) != nil || st == nil {
+	st, _ := sc["structure"].(map[string]any)
+	if st == nil {
 		fs.add("fail", "§5.1", "no structure object")
 		return nil
 	}
@@ -369,7 +367,7 @@ func checkResult(fs *findings, bt *builderTool, raw json.RawMessage, doc map[str
 			fs.add("fail", "§5.2", "an insert result repeats the document's atoms: return only the atoms added")
 		}
 	}
-	return sc.Structure
+	return json.RawMessage(jsonText(st))
 }
 
 // structureProblems lists what makes st an invalid Structure (§5.1).
@@ -439,6 +437,44 @@ func structureProblems(st map[string]any) []string {
 		}
 	}
 	return out
+}
+
+// checkValues checks that a property's default and examples validate
+// against its schema (§4.1): the form pre-fills them, and check and LLM
+// clients send them.
+func checkValues(fs *findings, bt *builderTool, name string, schema map[string]any) {
+	if v, ok := schema["default"]; ok {
+		if why := valueProblem(bt, schema, v); why != "" {
+			fs.add("fail", "§4.1", "the default of %q does not validate against its schema: %s", name, why)
+		}
+	}
+	for i, ex := range asSlice(schema["examples"]) {
+		if why := valueProblem(bt, schema, ex); why != "" {
+			fs.add("fail", "§4.1", "example %d of %q does not validate against its schema: %s", i, name, why)
+		}
+	}
+}
+
+// valueProblem returns why v does not validate against the property schema
+// s (with the input schema's $defs), or "": validate's plainer words for
+// what it covers, then go-sdk's JSON Schema implementation for the rest
+// (nested properties, $refs, anyOf) when it can resolve s.
+func valueProblem(bt *builderTool, s map[string]any, v any) string {
+	if why := validate(s, v); why != "" {
+		return why
+	}
+	root := maps.Clone(s)
+	if _, ok := root["$defs"]; !ok && bt.defs != nil {
+		root["$defs"] = bt.defs
+	}
+	resolved, err := resolveSchema(json.RawMessage(jsonText(root)))
+	if err != nil {
+		return ""
+	}
+	if err := resolved.Validate(v); err != nil {
+		return schemaError(err)
+	}
+	return ""
 }
 
 // validate is a small JSON Schema check for defaults and examples: type,

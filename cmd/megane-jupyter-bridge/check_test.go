@@ -33,8 +33,14 @@ const validTool = `{
 // mutate applies edit to a decoded copy of validTool.
 func mutate(t *testing.T, edit func(tool, meta, props map[string]any)) json.RawMessage {
 	t.Helper()
+	return mutateFrom(t, validTool, edit)
+}
+
+// mutateFrom applies edit to a decoded copy of the tool definition base.
+func mutateFrom(t *testing.T, base string, edit func(tool, meta, props map[string]any)) json.RawMessage {
+	t.Helper()
 	var tool map[string]any
-	if err := json.Unmarshal([]byte(validTool), &tool); err != nil {
+	if err := json.Unmarshal([]byte(base), &tool); err != nil {
 		t.Fatal(err)
 	}
 	meta := tool["_meta"].(map[string]any)["io.github.megane-labs/builder"].(map[string]any)
@@ -53,7 +59,6 @@ func TestCheckToolDefinition(t *testing.T) {
 		edit                func(tool, meta, props map[string]any)
 	}{
 		{"unsupported contract", "contract 2 is not supported", "§3", func(_, m, _ map[string]any) { m["contract"] = 2 }},
-		{"unknown category", `category is "liquids"`, "§3", func(_, m, _ map[string]any) { m["category"] = "liquids" }},
 		{"unknown apply mode", `apply is "replace"`, "§3", func(_, m, _ map[string]any) { m["apply"] = "replace" }},
 		{"unknown document mode", `document is "always"`, "§3", func(_, m, _ map[string]any) { m["document"] = "always" }},
 		{"expectedSeconds not a number", "expectedSeconds is \"5\"", "§3", func(_, m, _ map[string]any) { m["expectedSeconds"] = "5" }},
@@ -80,6 +85,9 @@ func TestCheckToolDefinition(t *testing.T) {
 		}},
 		{"example outside the schema", `example 0 of "count" does not validate against its schema: 0 < minimum 1`, "§4.1", func(_, _, p map[string]any) {
 			p["count"].(map[string]any)["examples"] = []any{0}
+		}},
+		{"example of a widget property outside its $defs schema", `example 0 of "molecule" does not validate against its schema: validating root: required: missing properties: ["name"]`, "§4.1", func(_, _, p map[string]any) {
+			p["molecule"].(map[string]any)["examples"] = []any{map[string]any{"smiles": "O"}}
 		}},
 		{"default outside the schema", `the default of "density" does not validate against its schema: 0 ≤ exclusiveMinimum 0`, "§4.1", func(_, _, p map[string]any) {
 			p["density"].(map[string]any)["default"] = 0
