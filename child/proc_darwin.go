@@ -20,6 +20,10 @@ func Processes() []ProcInfo {
 	return out
 }
 
+// CPUMeasured reports whether ProcInfo.CPU is filled in on this system: not
+// on macOS, where a process's CPU time needs libproc (cgo).
+func CPUMeasured() bool { return false }
+
 // Lookup is process pid's row of the process table.
 func Lookup(pid int) (ProcInfo, bool) {
 	kp, err := unix.SysctlKinfoProc("kern.proc.pid", pid)

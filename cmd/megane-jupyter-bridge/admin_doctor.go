@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -257,8 +258,9 @@ func checkJupyter(ctx context.Context, r *report, url string, cfg *jupyter.Confi
 // entryTransport is the MCP transport the bridge uses for e: its own stdio
 // transport (junk on stdout skipped, the whole process group stopped, the
 // environment filtered by the admin's strip list) or Streamable HTTP with
-// the entry's headers. pipes is nil for HTTP.
-func entryTransport(cfg *jupyter.Config, e jupyter.Entry) (transport mcp.Transport, pipes *stdio.Transport) {
+// the entry's headers. pipes is nil for HTTP. The stdio transport logs the
+// lines it skips on the server's stdout to log (nil discards).
+func entryTransport(cfg *jupyter.Config, e jupyter.Entry, log *slog.Logger) (transport mcp.Transport, pipes *stdio.Transport) {
 	switch e.Transport {
 	case jupyter.TransportStdio:
 		env := cfg.Admin.FilterEnv(os.Environ())
@@ -266,7 +268,7 @@ func entryTransport(cfg *jupyter.Config, e jupyter.Entry) (transport mcp.Transpo
 			env = append(env, k+"="+e.Env[k])
 		}
 		pipes = stdio.NewTransport(stdio.Options{Name: e.Name, Command: e.Command, Args: e.Args,
-			Env: env, Dir: e.Cwd, TerminateDuration: time.Second, KillDuration: 2 * time.Second})
+			Env: env, Dir: e.Cwd, TerminateDuration: time.Second, KillDuration: 2 * time.Second, Logger: log})
 		return pipes, pipes
 	default:
 		return &mcp.StreamableClientTransport{Endpoint: e.URL, MaxRetries: -1,
@@ -293,7 +295,7 @@ func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e jupyter.E
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "megane-jupyter-bridge-doctor", Version: version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
-	transport, pipes := entryTransport(cfg, e)
+	transport, pipes := entryTransport(cfg, e, nil)
 	fail := func(step string, start time.Time, err error) {
 		msg := fmt.Sprintf("server %s: %s failed after %s: %v", e.Name, step, time.Since(start).Round(time.Millisecond), err)
 		r.add("error", "%s", msg+stderrHint(pipes, msg))

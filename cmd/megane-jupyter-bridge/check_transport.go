@@ -1,47 +1,49 @@
 package main
 
-// The one place check builds a stdio transport and touches the stdio
-// transport's process API (Pgid, Pid): the stdio transport is moving to its
-// own packages, and this file is what changes with it.
-
 import (
 	"context"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
+	"github.com/megane-labs/megane-jupyter-bridge/stdio"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// processTree names a stdio server's processes: the process group the
-// transport started it in (the keeper's pid) and the server's own pid.
-// *bridge.StdioTransport has both methods.
+// processTree names a stdio server's processes: its group
+// (child.Process.Group) and the server's own pid. *stdio.Transport has
+// both methods.
 type processTree interface {
 	Pgid() int
 	Pid() int
 }
 
+// treeCPU returns the CPU time (user + system) each process of the
+// server's tree has used so far (child.Tree: its group, and every
+// descendant of the group leader or of the server).
+func treeCPU(tree processTree) (map[int]time.Duration, error) {
+	if !child.CPUMeasured() {
+		return nil, errCPUNotMeasured
+	}
+	out := map[int]time.Duration{}
+	for _, p := range child.Tree(tree.Pgid(), tree.Pid()) {
+		out[p.PID] = p.CPU
+	}
+	return out, nil
+}
+
 // checkTransport is entryTransport with the stdio transport's log going to
 // noise, so that check can count what the server wrote to stdout besides
-// MCP (§6). tree is nil for a Streamable HTTP server.
-func checkTransport(cfg *jupyter.Config, e jupyter.Entry, noise *stdoutNoise) (transport mcp.Transport, stdio *bridge.StdioTransport, tree processTree) {
-	if e.Transport != jupyter.TransportStdio {
-		transport, _ = entryTransport(cfg, e)
+// MCP (§6). pipes and tree are nil for a Streamable HTTP server.
+func checkTransport(cfg *jupyter.Config, e jupyter.Entry, noise *stdoutNoise) (transport mcp.Transport, pipes *stdio.Transport, tree processTree) {
+	transport, pipes = entryTransport(cfg, e, slog.New(noise))
+	if pipes == nil {
 		return transport, nil, nil
 	}
-	env := cfg.Admin.FilterEnv(os.Environ())
-	for _, k := range names(e.Env) {
-		env = append(env, k+"="+e.Env[k])
-	}
-	stdio = bridge.NewStdioTransport(bridge.StdioOptions{Name: e.Name, Command: e.Command, Args: e.Args,
-		Env: env, Dir: e.Cwd, TerminateDuration: time.Second, KillDuration: 2 * time.Second,
-		Logger: slog.New(noise)})
-	return stdio, stdio, stdio
+	return transport, pipes, pipes
 }
 
 // stdoutNoise is a slog.Handler for the stdio transport's log that counts
