@@ -208,4 +208,3 @@ func TestWheelInstall(t *testing.T) {
 		})
 	}
 }
-
