@@ -170,6 +170,46 @@ func TestWheelInstall(t *testing.T) {
 		}
 	}
 
+	// doctor, run through the console script, finds the entry point,
+	// starts it and sees the socket path served; a configured registration
+	// of another binary is served instead of it, which doctor says.
+	home := t.TempDir()
+	cfgFile := filepath.Join(home, "cfg", "jupyter_server_config.json")
+	os.MkdirAll(filepath.Dir(cfgFile), 0o700)
+	doctorEnv := []string{"HOME=" + home, "LANG=C.UTF-8", "PATH=" + filepath.Join(venv, "bin") + ":/usr/bin:/bin",
+		"JUPYTER_CONFIG_DIR=" + filepath.Dir(cfgFile), "JUPYTER_DATA_DIR=" + filepath.Join(home, "data"),
+		"JUPYTER_RUNTIME_DIR=" + filepath.Join(home, "runtime"), "JUPYTERHUB_SERVICE_PREFIX=/user/alice/", asProgramEnv + "=1"}
+	otherReg, _ := json.Marshal(map[string]any{"ServerProxy": map[string]any{"servers": map[string]any{
+		jupyter.ProxyServerName: jupyter.Registration(os.Args[0], "", false)}}})
+	for _, tc := range []struct {
+		name, config string
+		want         []string
+		unwanted     []string
+	}{
+		{"entry point only", `{}`,
+			[]string{`ok:      registered with jupyter-server-proxy as "megane" through the jupyter_serverproxy_servers entry point megane (megane_jupyter_bridge:setup_megane) of megane-jupyter-bridge ` + version + `, running ` + bin + `: started as jupyter-server-proxy would for base_url /user/alice/ (JUPYTERHUB_SERVICE_PREFIX)`},
+			[]string{"not this binary", "registered twice", "not registered"}},
+		{"configured registration of another binary", string(otherReg),
+			[]string{"warning: the bridge is registered twice: ServerProxy.servers.megane in " + cfgFile + " is served, not the entry point of megane-jupyter-bridge " + version + " (pip)",
+				`ok:      registered with jupyter-server-proxy as "megane" in ` + cfgFile},
+			nil},
+	} {
+		os.WriteFile(cfgFile, []byte(tc.config), 0o600)
+		cmd := exec.Command(filepath.Join(venv, "bin", "megane-jupyter-bridge"), "doctor")
+		cmd.Env = doctorEnv
+		out, _ := cmd.CombinedOutput()
+		for _, w := range tc.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("doctor, %s: lacks %q:\n%s", tc.name, w, out)
+			}
+		}
+		for _, w := range tc.unwanted {
+			if strings.Contains(string(out), w) {
+				t.Errorf("doctor, %s: says %q:\n%s", tc.name, w, out)
+			}
+		}
+	}
+
 	// Jupyter in the venv, the stand-in registering servers from entry
 	// points: only the tool servers are configured.
 	exe, err := os.Executable()
