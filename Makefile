@@ -7,10 +7,20 @@ PORT      ?= 8765
 FUZZTIME  ?= 10000x
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/staticcheck)
 
-.PHONY: build run test check lint fuzz fuzz-short bench abuse tidy-check clean
+.PHONY: build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels
 
 build:
 	$(GO) build -o $(BIN) ./cmd/megane-jupyter-bridge
+
+# One wheel per platform in DIST (README "Install"): the statically linked
+# binary (CGO_ENABLED=0, -trimpath) and the Python package that registers it
+# with jupyter-server-proxy; version = what the binary's `version` prints.
+# `make wheels WHEEL_PLATFORMS=linux/amd64` builds only some.
+WHEEL_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+DIST            ?= dist
+
+wheels:
+	$(GO) run ./cmd/internal/mkwheel -out $(DIST) $(WHEEL_PLATFORMS)
 
 # The standalone token, kept across restarts (created with mode 0600 on the
 # first run) beside the receipt key in Jupyter's data directory, found as
@@ -68,4 +78,4 @@ abuse:
 	grep -E '^(--- FAIL|FAIL|ok)' bin/abuse.log; exit $$status
 
 clean:
-	rm -rf bin
+	rm -rf bin $(DIST)

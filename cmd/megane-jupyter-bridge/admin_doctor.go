@@ -135,8 +135,27 @@ func checkRegistration(ctx context.Context, r *report, cfg *jupyter.Config) {
 			}
 		}
 	}
-	if !ok {
-		hint := "run megane-jupyter-bridge install (--user, --sys-prefix or --system)"
+	where := strings.Join(sp.Files, ", ")
+	fix := "run megane-jupyter-bridge install again"
+	ep := bridgeEntryPoint(ctx, r, cfg)
+	switch {
+	case ok && ep != nil:
+		// jupyter-server-proxy adds configured servers before entry
+		// points: for the same name, the configured one is served.
+		if ep.Error == "" && !sameCommand(raw, ep.Options) {
+			r.add("warning", "the bridge is registered twice: ServerProxy.servers.%s in %s is served, not the entry point of %s %s (pip); run megane-jupyter-bridge uninstall to use the pip-installed bridge, or pip uninstall %s",
+				jupyter.ProxyServerName, where, ep.Dist, ep.DistVersion, ep.Dist)
+		}
+	case ep != nil:
+		where = fmt.Sprintf("the jupyter_serverproxy_servers entry point %s (%s) of %s %s", ep.Name, ep.Value, ep.Dist, ep.DistVersion)
+		fix = "reinstall the wheel (pip install --force-reinstall megane_jupyter_bridge-….whl)"
+		if ep.Error != "" {
+			r.add("error", "%s cannot be loaded, so jupyter-server-proxy skips it (%s); %s", where, ep.Error, fix)
+			return
+		}
+		raw = ep.Options
+	case !ok:
+		hint := "run megane-jupyter-bridge install (--user, --sys-prefix or --system), or pip install the bridge's wheel into the Jupyter server's environment"
 		if len(sp.Files) > 0 {
 			hint = fmt.Sprintf("ServerProxy.servers in %s replaces lower-priority values and has no %q; add it there, or run install at that level", strings.Join(sp.Files, ", "), jupyter.ProxyServerName)
 		}
@@ -146,35 +165,36 @@ func checkRegistration(ctx context.Context, r *report, cfg *jupyter.Config) {
 		r.add("error", "the bridge is not registered with jupyter-server-proxy: %s", hint)
 		return
 	}
-	where := strings.Join(sp.Files, ", ")
 	var reg struct {
 		Command []string `json:"command"`
 	}
 	if json.Unmarshal(raw, &reg) != nil || len(reg.Command) == 0 {
-		r.add("error", "ServerProxy.servers.%s in %s has no command list; run megane-jupyter-bridge install again", jupyter.ProxyServerName, where)
+		r.add("error", "the registration %s has no command list; %s", in(where), fix)
 		return
 	}
 	if !jupyter.IsBridgeRegistration(raw) {
-		r.add("warning", "ServerProxy.servers.%s in %s differs from what install writes; run install again unless that is intended", jupyter.ProxyServerName, where)
+		r.add("warning", "the registration %s differs from what install writes; %s unless that is intended", in(where), fix)
 	}
 	// Under JupyterHub internal SSL the single-user server takes client
 	// certificates only from the Hub and its proxy: the bridge must ask
 	// through the Hub (--jupyter-url) or it refuses every socket.
 	if os.Getenv("JUPYTERHUB_SSL_CERTFILE") != "" && !slices.ContainsFunc(reg.Command, func(a string) bool { return strings.HasPrefix(a, "--jupyter-url") }) {
-		r.add("error", "JupyterHub internal SSL is on (JUPYTERHUB_SSL_CERTFILE is set) and the registration in %s has no --jupyter-url, so the bridge cannot ask the server and refuses every page (4503): run megane-jupyter-bridge install --jupyter-url 'https://<hub address>{base_url}'", where)
+		r.add("error", "JupyterHub internal SSL is on (JUPYTERHUB_SSL_CERTFILE is set) and the registration %s has no --jupyter-url, so the bridge cannot ask the server and refuses every page (4503): run megane-jupyter-bridge install --jupyter-url 'https://<hub address>{base_url}'", in(where))
 	}
 	d := findDeployment()
-	checkConfigFlag(r, d, sp.Files)
+	if ok {
+		checkConfigFlag(r, d, sp.Files)
+	}
 	cmd := reg.Command[0]
 	a, errA := os.Stat(cmd)
 	if errA != nil {
-		r.add("error", "the registration in %s runs %s, which does not exist; run megane-jupyter-bridge install again", where, cmd)
+		r.add("error", "the registration %s runs %s, which does not exist; %s", in(where), cmd, fix)
 		return
 	}
 	if me, err := thisBinary(); err != nil {
 		r.add("warning", "%v", err)
 	} else if b, err := os.Stat(me); err == nil && !os.SameFile(a, b) {
-		r.add("warning", "the registration in %s runs %s, not this binary (%s); run install with the binary you mean", where, cmd, me)
+		r.add("warning", "the registration %s runs %s, not this binary (%s); run install with the binary you mean", in(where), cmd, me)
 	}
 	// Judge the registration by what it does: jupyter-server-proxy starts
 	// the command and forwards the page's socket to one path.
@@ -183,12 +203,47 @@ func checkRegistration(ctx context.Context, r *report, cfg *jupyter.Config) {
 	path := forwardedPath(d.base, e.AbsoluteURL)
 	took, err := probeRegistration(ctx, e, d)
 	if err != nil {
-		r.add("error", "the registration in %s does not serve pages at base_url %s (%s, absolute_url %t): %v; run megane-jupyter-bridge install again",
-			where, d.base, d.source, e.AbsoluteURL, err)
+		r.add("error", "the registration %s does not serve pages at base_url %s (%s, absolute_url %t): %v; %s",
+			in(where), d.base, d.source, e.AbsoluteURL, err, fix)
 		return
 	}
-	r.add("ok", "registered with jupyter-server-proxy as %q in %s, running %s: started as jupyter-server-proxy would for base_url %s (%s) in %s, it answers %s, the path that {base_url}%s/builder-tools/ws reaches it by (absolute_url %t)",
-		jupyter.ProxyServerName, where, cmd, d.base, d.source, took.Round(time.Millisecond), path, jupyter.ProxyServerName, e.AbsoluteURL)
+	r.add("ok", "registered with jupyter-server-proxy as %q %s, running %s: started as jupyter-server-proxy would for base_url %s (%s) in %s, it answers %s, the path that {base_url}%s/builder-tools/ws reaches it by (absolute_url %t)",
+		jupyter.ProxyServerName, in(where), cmd, d.base, d.source, took.Round(time.Millisecond), path, jupyter.ProxyServerName, e.AbsoluteURL)
+}
+
+// in is "in FILES" for configuration files, the entry point's description
+// as it is ("the … entry point …", which starts with "the").
+func in(where string) string {
+	if strings.HasPrefix(where, "the ") {
+		return "through " + where
+	}
+	return "in " + where
+}
+
+// bridgeEntryPoint is the jupyter_serverproxy_servers entry point named
+// megane in the Jupyter server's Python (what the bridge's wheel installs),
+// or nil when there is none or it cannot be listed (then said as a warning).
+func bridgeEntryPoint(ctx context.Context, r *report, cfg *jupyter.Config) *jupyter.ProxyEntryPoint {
+	if cfg.Python == nil {
+		return nil // checkPython has said why
+	}
+	eps, err := jupyter.ProxyEntryPoints(ctx, jupyter.Options{}, cfg.Python)
+	if err != nil {
+		r.add("warning", "%v; a pip-installed registration is not checked", err)
+		return nil
+	}
+	for i := range eps {
+		if eps[i].Name == jupyter.ProxyServerName {
+			return &eps[i]
+		}
+	}
+	return nil
+}
+
+// sameCommand reports whether two registrations run the same command line.
+func sameCommand(a, b json.RawMessage) bool {
+	var x, y struct{ Command []string }
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && slices.Equal(x.Command, y.Command)
 }
 
 // checkJupyter finds the running Jupyter servers (or the one at url) and

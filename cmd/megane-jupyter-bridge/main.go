@@ -18,7 +18,8 @@ import (
 	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
-// version is the bridge's version, reported by tools:servers and --version.
+// version is the bridge's version, reported by tools:servers and --version,
+// and the version of the wheels make wheels writes (a PEP 440 version).
 const version = "0.1.0"
 
 // exitBound is how long the program may take to stop after SIGTERM or
@@ -104,7 +105,7 @@ commands:
   uninstall    remove that registration
   approvals    "approvals reset" revokes every confirmation receipt
   demo-tools   run the demo Builder tool server on stdin/stdout
-  version      print the version
+  version      print the version, the commit and the Go version
 `
 
 // run is the whole program; tests call it with their own arguments.
@@ -132,7 +133,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "demo-tools":
 		return runDemoTools(ctx, rest, stdin, stdout, stderr)
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, "megane-jupyter-bridge", version)
+		printVersion(stdout)
 		return nil
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)

@@ -5,8 +5,14 @@ does what it does for one kind of entry (a command it starts and proxies), as
 measured and described in shared/design/field-notes.md:
 
 - It reads ``c.ServerProxy.servers`` (the registration that
-  ``megane-jupyter-bridge install`` writes) and serves each server NAME at
-  ``{base_url}NAME/(.*)``; ``{base_url}NAME`` redirects to ``NAME/``.
+  ``megane-jupyter-bridge install`` writes), then the servers of the
+  ``jupyter_serverproxy_servers`` entry points of the environment (what the
+  bridge's wheel installs), as jupyter-server-proxy 4 does: each entry point
+  NAME is loaded and called with no arguments, and the dict it returns is that
+  server's options; one that fails to load is warned about and skipped. It
+  serves each server NAME at ``{base_url}NAME/(.*)``; ``{base_url}NAME``
+  redirects to ``NAME/``. The handlers are added in that order (configuration
+  first), so when both name the same server, the configured one is served.
 - Every request is authenticated by Jupyter first: a WebSocket upgrade without
   a user is a plain HTTP 403, anything else goes through
   ``web.authenticated`` (403 or a login redirect). The authorizer is never
@@ -36,6 +42,8 @@ import os
 import socket
 import subprocess
 import sys
+import warnings
+from importlib.metadata import entry_points
 from urllib.parse import quote
 
 from jupyter_server.base.handlers import JupyterHandler
@@ -249,7 +257,9 @@ def _load_jupyter_server_extension(serverapp):
         atexit.register(profiler.dump_stats, profile_to)
     base_url = serverapp.base_url
     handlers = []
-    for name, spec in ServerProxy(parent=serverapp).servers.items():
+    servers = list(ServerProxy(parent=serverapp).servers.items())
+    servers += _entrypoint_servers(serverapp.log)
+    for name, spec in servers:
         process = Process(name, spec, base_url, serverapp.log)
         _processes.append(process)
         context = url_path_join(base_url, name)
@@ -261,6 +271,20 @@ def _load_jupyter_server_extension(serverapp):
 
 
 load_jupyter_server_extension = _load_jupyter_server_extension
+
+
+def _entrypoint_servers(log):
+    """(name, options) of every jupyter_serverproxy_servers entry point."""
+    servers = []
+    for ep in entry_points(group="jupyter_serverproxy_servers"):
+        try:
+            spec = ep.load()()
+        except Exception as e:
+            warnings.warn("entry_point %s was unable to be loaded: %s" % (ep.name, e))
+            continue
+        log.info("megane_test_server_proxy: entry point %s (%s): %s", ep.name, ep.value, spec)
+        servers.append((ep.name, spec))
+    return servers
 
 
 def _unload_jupyter_server_extension(serverapp):

@@ -1,0 +1,3 @@
+from megane_jupyter_bridge import main
+
+main()

@@ -1,0 +1,171 @@
+package wheel
+
+import (
+	"archive/zip"
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// buildTiny builds an empty Go program for platform (CGO_ENABLED=0, as make
+// wheels builds the bridge) and returns the binary: the wheel's platform
+// checks and tags read only the executable's headers.
+func buildTiny(t *testing.T, platform string) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module tiny\n\ngo 1.26\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644)
+	goos, goarch, _ := strings.Cut(platform, "/")
+	bin := filepath.Join(dir, "tiny")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch, "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build for %s: %v\n%s", platform, err, out)
+	}
+	return bin
+}
+
+// TestTags: each platform's tag comes from the binary (macOS: the minimum
+// version Go's linker writes), and a binary for another platform, or one
+// linked dynamically, is refused.
+func TestTags(t *testing.T) {
+	for _, tc := range []struct {
+		platform, built, want, refused string
+	}{
+		{"linux/amd64", "linux/amd64", "manylinux_2_17_x86_64.manylinux2014_x86_64.musllinux_1_1_x86_64", ""},
+		{"linux/arm64", "linux/arm64", "manylinux_2_17_aarch64.manylinux2014_aarch64.musllinux_1_1_aarch64", ""},
+		{"darwin/arm64", "darwin/arm64", "macosx_12_0_arm64", ""},
+		{"darwin/amd64", "darwin/amd64", "macosx_12_0_x86_64", ""},
+		{"windows/amd64", "windows/amd64", "win_amd64", ""},
+		{"linux/arm64", "linux/amd64", "", "not linux/arm64"},
+		{"darwin/amd64", "linux/amd64", "", "not a macOS executable"},
+		{"windows/amd64", "darwin/arm64", "", "not a Windows executable"},
+		{"freebsd/amd64", "linux/amd64", "", "no wheel platform"},
+	} {
+		t.Run(tc.platform+" built for "+tc.built, func(t *testing.T) {
+			bin, _ := os.ReadFile(buildTiny(t, tc.built))
+			tags, err := Tags(tc.platform, bin)
+			if tc.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("got %v %v, want an error saying %q", tags, err, tc.refused)
+				}
+				return
+			}
+			if err != nil || strings.Join(tags, ".") != tc.want {
+				t.Fatalf("got %v %v, want %s", tags, err, tc.want)
+			}
+		})
+	}
+	t.Run("dynamically linked", func(t *testing.T) {
+		bin, err := os.ReadFile("/bin/sh")
+		if err != nil {
+			t.Skip("no /bin/sh to read")
+		}
+		if _, err := Tags("linux/amd64", bin); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+			t.Fatalf("a dynamically linked /bin/sh: %v, want a refusal naming CGO_ENABLED=0", err)
+		}
+	})
+}
+
+// TestWriteVerify: a written wheel passes Verify; a changed file, a file
+// missing from RECORD, and a version pip would not accept are refused.
+func TestWriteVerify(t *testing.T) {
+	bin := buildTiny(t, "linux/amd64")
+	dir := t.TempDir()
+	if _, err := Write(Options{Version: "0.1.0-dev", Platform: "linux/amd64", Binary: bin, Dir: dir}); err == nil || !strings.Contains(err.Error(), "PEP 440") {
+		t.Errorf("version 0.1.0-dev: %v, want a PEP 440 refusal", err)
+	}
+	path, err := Write(Options{Version: "1.2.3rc1", Platform: "linux/amd64", Binary: bin, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := Verify(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Version != "1.2.3rc1" || info.Files["megane_jupyter_bridge/bin/megane-jupyter-bridge"].Perm() != 0o755 ||
+		!strings.Contains(info.EntryPoints, "[jupyter_serverproxy_servers]\nmegane = megane_jupyter_bridge:setup_megane\n") {
+		t.Fatalf("wheel read back: %+v", info)
+	}
+	// The same inputs give the same bytes.
+	first, _ := os.ReadFile(path)
+	if again, err := Write(Options{Version: "1.2.3rc1", Platform: "linux/amd64", Binary: bin, Dir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	} else if second, _ := os.ReadFile(again); !bytes.Equal(first, second) {
+		t.Errorf("two builds of the same wheel differ")
+	}
+
+	for _, tc := range []struct {
+		name   string
+		change func(name string, data []byte) (string, []byte)
+		want   string
+	}{
+		{"changed file", func(n string, d []byte) (string, []byte) {
+			if strings.HasSuffix(n, "__init__.py") {
+				d = append(d, '#')
+			}
+			return n, d
+		}, "does not match its RECORD line"},
+		{"unlisted file", func(n string, d []byte) (string, []byte) {
+			if strings.HasSuffix(n, "__main__.py") {
+				n = "megane_jupyter_bridge/extra.py"
+			}
+			return n, d
+		}, "RECORD lists"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := filepath.Join(t.TempDir(), filepath.Base(path))
+			rewrite(t, path, bad, tc.change)
+			if _, err := Verify(bad); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// rewrite copies the wheel from to to, passing each entry through change.
+func rewrite(t *testing.T, from, to string, change func(string, []byte) (string, []byte)) {
+	t.Helper()
+	zr, err := zip.OpenReader(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, f := range zr.File {
+		rc, _ := f.Open()
+		data, _ := io.ReadAll(rc)
+		rc.Close()
+		name, data := change(f.Name, data)
+		w, _ := zw.Create(name)
+		w.Write(data)
+	}
+	zw.Close()
+	os.WriteFile(to, buf.Bytes(), 0o644)
+}
+
+// FuzzParseRecord: any RECORD is parsed or refused without panicking, and
+// every path accepted stays inside the wheel.
+func FuzzParseRecord(f *testing.F) {
+	f.Add([]byte("a/b.py,sha256=abc,3\nx.dist-info/RECORD,,\n"))
+	f.Add([]byte("../evil,sha256=x,1\n"))
+	f.Add([]byte("\"a,b\",,\n/abs,,\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rows, err := ParseRecord(data)
+		if err != nil {
+			return
+		}
+		for _, r := range rows {
+			if strings.HasPrefix(r.Path, "/") || slices.Contains(strings.Split(r.Path, "/"), "..") || r.Size < -1 {
+				t.Fatalf("accepted %+v", r)
+			}
+		}
+	})
+}
