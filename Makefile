@@ -36,10 +36,16 @@ run: build
 test:
 	$(GO) test -race -count=1 -timeout 25m ./...
 
+# The platforms the bridge is built for besides this one (README "Install"):
+# make lint vets each, which compiles every package and test for it.
+CROSS_PLATFORMS ?= linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	@set -e; for p in $(CROSS_PLATFORMS); do echo "GOOS=$${p%/*} GOARCH=$${p#*/} go vet ./..."; GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet ./...; done
 	$(STATICCHECK) ./...
+	sh .ci/package-docs.sh
 
 tidy-check:
 	cp go.mod /tmp/go.mod.check && cp go.sum /tmp/go.sum.check

@@ -12,13 +12,33 @@ set -eu
 
 DIR=${1:-${MEGANE_TRIXIE:-/var/cache/megane-trixie}}
 # jupyterhub depends on node-configurable-http-proxy (and nodejs) in trixie.
-PKGS="python3-jupyter-server jupyterhub"
+# wine64 (10.0) runs the Windows test binaries (issue 14): bookworm's wine 8.0
+# lacks bcryptprimitives.dll, which Go's Windows runtime needs.
+PKGS="python3-jupyter-server jupyterhub wine64"
 STAMP="$DIR/.megane-trixie-ready"
 WANT="trixie: $PKGS"
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ]; then
 	echo "trixie chroot ready in $DIR"
 	exit 0
+fi
+
+# A finished chroot built for another package list gets the packages it
+# lacks, in place (cheaper than a new debootstrap).
+if [ -f "$STAMP" ]; then
+	echo "trixie chroot in $DIR: installing $PKGS"
+	cp /etc/resolv.conf "$DIR/etc/resolv.conf"
+	mount -t proc proc "$DIR/proc"
+	mount --bind /dev "$DIR/dev"
+	ok=0
+	chroot "$DIR" sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $PKGS >/dev/null && apt-get clean" && ok=1
+	umount -l "$DIR/proc" "$DIR/dev"
+	if [ $ok = 1 ]; then
+		echo "$WANT" > "$STAMP"
+		echo "trixie chroot ready in $DIR"
+		exit 0
+	fi
+	echo "installing into the existing chroot failed: building it anew"
 fi
 
 # The mirror apt already uses (deb822 or one-line sources), else deb.debian.org.

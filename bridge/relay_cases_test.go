@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/child/childtest"
 )
 
 // allowedMethods are the only methods a tool server may ever receive.
@@ -610,23 +611,12 @@ func TestGrandchildStopped(t *testing.T) {
 		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil && pid > 0
 	})
-	if !alive(pid) {
+	if !childtest.Running(pid) {
 		t.Fatalf("grandchild %d not running", pid)
 	}
 	r, _ := p.Request(ctx, map[string]any{"type": "tools:disconnect", "id": 2, "server": "wrapper"})
 	mustOK(t, r)
-	waitFor(t, 10*time.Second, "the grandchild to be gone", func() bool { return !alive(pid) })
-}
-
-// alive reports whether pid exists and is not a zombie, from /proc.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
+	waitFor(t, 10*time.Second, "the grandchild to be gone", func() bool { return !childtest.Running(pid) })
 }
 
 func TestListChanged(t *testing.T) {

@@ -17,8 +17,7 @@ func hasPathSeparator(command string) bool {
 func executableAt(p string) (string, error) {
 	exts := pathExt()
 	if ext := strings.ToLower(filepath.Ext(p)); ext != "" {
-		fi, err := checkFile(p)
-		if err != nil {
+		if _, err := checkFile(p); err != nil {
 			return "", err
 		}
 		for _, e := range exts {
@@ -26,8 +25,10 @@ func executableAt(p string) (string, error) {
 				return p, nil
 			}
 		}
-		_ = fi
 		return "", fmt.Errorf("is not a program (its extension is not one of %s)", strings.Join(exts, " "))
+	}
+	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		return "", errors.New("is a directory")
 	}
 	var first error
 	for _, e := range exts {

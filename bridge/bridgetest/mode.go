@@ -7,11 +7,16 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 )
 
 // EnvVar names the environment variable that makes ServeFromEnv run a
 // server. Its value is a Mode as JSON.
 const EnvVar = "BRIDGETEST_SERVER"
+
+// sleepEnv makes ServeFromEnv sleep forever: the grandchild of
+// Mode.SpawnGrandchild.
+const sleepEnv = "BRIDGETEST_SLEEP"
 
 // Version is the serverInfo version the servers report (unless Mode.Version
 // overrides it) and the "bridgetest" entry of their provenance.
@@ -56,8 +61,8 @@ type Mode struct {
 	// killed, or Serve's context ends), like a server that does not notice
 	// its client went away. With IgnoreSIGTERM only SIGKILL stops it.
 	LingerAfterEOF bool `json:"lingerAfterEOF,omitempty"`
-	// SpawnGrandchild starts "sleep 1000" as a child in the server's process
-	// group and writes its pid (decimal, newline) to GrandchildPidFile. It is
+	// SpawnGrandchild starts a sleeping process (this binary) as a child in
+	// the server's process group and writes its pid (decimal, newline) to GrandchildPidFile. It is
 	// deliberately left running when the server ends: whoever stops the
 	// server's process group must stop it too. Tests should kill it by pid in
 	// their cleanup.
@@ -137,6 +142,11 @@ func (e *ExitError) Error() string {
 //		os.Exit(m.Run())
 //	}
 func ServeFromEnv() bool {
+	if os.Getenv(sleepEnv) != "" { // a grandchild (Mode.SpawnGrandchild)
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
 	spec, ok := os.LookupEnv(EnvVar)
 	if !ok {
 		return false

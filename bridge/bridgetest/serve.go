@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -70,7 +71,9 @@ func serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, mod
 		mode.Version = Version
 	}
 	if mode.IgnoreSIGTERM {
-		signal.Ignore(syscall.SIGTERM)
+		// os.Interrupt too: on Windows the stop ladder's request is
+		// CTRL_BREAK, which Go delivers as os.Interrupt.
+		signal.Ignore(syscall.SIGTERM, os.Interrupt)
 	}
 	s := &server{mode: mode, errw: errw, exitNow: exitNow, inflight: map[string]*call{}, exit: make(chan int, 1)}
 	var err error
@@ -211,7 +214,19 @@ func flood(w io.Writer, n int64) error {
 }
 
 func spawnGrandchild(pidFile string) error {
-	cmd := exec.Command("sleep", "1000")
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("spawn grandchild: %w", err)
+	}
+	// The grandchild is this binary, sleeping (ServeFromEnv sees sleepEnv):
+	// no other program is needed, on any system.
+	cmd := exec.Command(exe)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, EnvVar+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, sleepEnv+"=1")
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("spawn grandchild: %w", err)
 	}

@@ -1,8 +1,9 @@
 // Command megane-jupyter-bridge relays JupyterLab's Builder Tools menu to MCP
 // tool servers. See README.md at the repository root.
 //
-// This package parses flags and wires the packages together; it holds no
-// business logic.
+// This package parses flags and wires the packages together; it never holds
+// the logic of the relay, of authentication or of supervision, which live in
+// bridge, auth and child.
 package main
 
 import (

@@ -2,7 +2,8 @@
 // Builder Tool Contract at a time, for the tests of `megane-jupyter-bridge
 // check`: a test binary serves it when started with EnvVar set (see
 // ServeFromEnv), with the tool definition, the result and the misbehaviour
-// the test chose. With an empty Spec it keeps every rule.
+// the test chose. With an empty Spec it keeps every rule. It is never part
+// of the bridge's binary and never reads anything but its Spec.
 package checkkit
 
 import (

@@ -8,7 +8,7 @@
 //
 // Without platforms it writes all of wheel.Platforms. It runs offline: it
 // needs the Go toolchain and the module cache, nothing else. It holds no
-// logic of its own beyond running go build.
+// logic of its own beyond running go build, and never downloads anything.
 package main
 
 import (
