@@ -17,6 +17,7 @@ import (
 // skip names the tests that cannot run there, with the reason.
 var winePackages = []struct {
 	name, dir string
+	run       string // a -test.run pattern, or "" for all
 	skip      string // a -test.skip pattern, or ""
 	why       string
 }{
@@ -27,6 +28,9 @@ var winePackages = []struct {
 		why: "the TestFault* tests and TestRemovedServer find a server's processes by the marker in their environment in /proc, which Windows does not offer " +
 			"(TestOwnerKilled and TestStdioDescendantsStopped in stdio check the job's kill on Windows); TestEverything and TestHTTPServerRestartLosesSession need Node.js and npm's servers, " +
 			"TestReferenceFixturesPassThrough the shared/ fixtures, neither of which is in the chroot (the bytes they check do not depend on the OS)"},
+	// Jupyter's directories per OS; the rest of jupyter's tests run a real
+	// Jupyter server, which is not in the chroot's wine.
+	{name: "jupyter", dir: "../jupyter", run: "^TestDataDir$"},
 }
 
 // TestWindowsUnderWine cross-builds the Windows test binaries of the
@@ -64,6 +68,9 @@ func TestWindowsUnderWine(t *testing.T) {
 			// their working directory, as go test runs them.
 			copyTestFiles(t, pkg.dir, dir)
 			args := []string{"-test.v", "-test.timeout=8m"}
+			if pkg.run != "" {
+				args = append(args, "-test.run="+pkg.run)
+			}
 			if pkg.skip != "" {
 				args = append(args, "-test.skip="+pkg.skip)
 				t.Logf("not run under wine: %s: %s", pkg.skip, pkg.why)

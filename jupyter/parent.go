@@ -602,29 +602,18 @@ func hubTLS(getenv func(string) string, host string) (*tls.Config, error) {
 	}, nil
 }
 
-// parentDataDir is Jupyter's data directory as jupyter_core computes it on
-// Linux: $JUPYTER_DATA_DIR, else $XDG_DATA_HOME/jupyter, else
-// ~/.local/share/jupyter.
+// parentDataDir is Jupyter's data directory (dataDir) for the environment
+// getenv reads.
 func parentDataDir(getenv func(string) string) (string, error) {
-	if d := getenv("JUPYTER_DATA_DIR"); d != "" {
-		return d, nil
+	home, err := homeOf(getenv)
+	if err != nil && getenv("JUPYTER_DATA_DIR") == "" {
+		return "", fmt.Errorf("find Jupyter's data directory: %w", err)
 	}
-	if x := getenv("XDG_DATA_HOME"); x != "" {
-		return filepath.Join(x, "jupyter"), nil
-	}
-	home := getenv("HOME")
-	if home == "" {
-		h, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("find Jupyter's data directory: %w", err)
-		}
-		home = h
-	}
-	return filepath.Join(home, ".local", "share", "jupyter"), nil
+	return dataDir(getenv, home), nil
 }
 
-// parentRuntimeDir is Jupyter's runtime directory: $JUPYTER_RUNTIME_DIR,
-// else <data dir>/runtime.
+// parentRuntimeDir is Jupyter's runtime directory (runtimeDir) for the
+// environment getenv reads.
 func parentRuntimeDir(getenv func(string) string) (string, error) {
 	if d := getenv("JUPYTER_RUNTIME_DIR"); d != "" {
 		return d, nil

@@ -3,6 +3,7 @@ package jupyter
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -16,9 +17,6 @@ const (
 	LevelAdmin   = "admin"   // [mcp_servers] tables of megane_jupyter_bridge.toml
 	LevelFile    = "file"    // a --servers file
 )
-
-// systemConfigPath is jupyter_core's SYSTEM_CONFIG_PATH on Unix.
-var systemConfigPath = [...]string{"/usr/local/etc/jupyter", "/etc/jupyter"}
 
 // ConfigDir is one directory of the config search path.
 type ConfigDir struct {
@@ -119,7 +117,7 @@ func configPath(e env, f pathFacts) []ConfigDir {
 	var envLevel []ConfigDir
 	if f.prefix != "" {
 		p := filepath.Join(f.prefix, "etc", "jupyter")
-		if p != systemConfigPath[0] && p != systemConfigPath[1] {
+		if !slices.Contains(systemConfigPath(e.vars), p) {
 			envLevel = append(envLevel, ConfigDir{p, LevelEnv})
 		}
 	}
@@ -134,7 +132,7 @@ func configPath(e env, f pathFacts) []ConfigDir {
 		dirs = append(dirs, user...)
 		dirs = append(dirs, envLevel...)
 	}
-	for _, p := range systemConfigPath {
+	for _, p := range systemConfigPath(e.vars) {
 		dirs = append(dirs, ConfigDir{p, LevelSystem})
 	}
 	return dirs
@@ -155,21 +153,38 @@ func ConfigDirFor(opts Options) string {
 	return opts.resolve().userConfigDir()
 }
 
-// RuntimeDir returns Jupyter's runtime directory for opts:
-// JUPYTER_RUNTIME_DIR, else {data dir}/runtime, where the data dir is
-// JUPYTER_DATA_DIR, else ${XDG_DATA_HOME:-~/.local/share}/jupyter.
+// RuntimeDir returns Jupyter's runtime directory for opts (runtimeDir).
 func RuntimeDir(opts Options) string {
 	e := opts.resolve()
-	if v := e.vars["JUPYTER_RUNTIME_DIR"]; v != "" {
-		return v
+	return runtimeDir(func(k string) string { return e.vars[k] }, e.realHome())
+}
+
+// dataDir is Jupyter's data directory as jupyter_core computes it:
+// JUPYTER_DATA_DIR, else the system's (platformDataDir: on Linux
+// ${XDG_DATA_HOME:-~/.local/share}/jupyter, on macOS ~/Library/Jupyter, on
+// Windows %APPDATA%\jupyter). getenv reads the environment in question;
+// home is the home directory. The one definition: the bridge's own files
+// (receipt key, standalone token) and the runtime directory follow it.
+func dataDir(getenv func(string) string, home string) string {
+	if d := getenv("JUPYTER_DATA_DIR"); d != "" {
+		return d
 	}
-	data := e.vars["JUPYTER_DATA_DIR"]
-	if data == "" {
-		xdg := e.vars["XDG_DATA_HOME"]
-		if xdg == "" {
-			xdg = filepath.Join(e.realHome(), ".local", "share")
-		}
-		data = filepath.Join(xdg, "jupyter")
+	return platformDataDir(getenv, home)
+}
+
+// runtimeDir is Jupyter's runtime directory: JUPYTER_RUNTIME_DIR, else
+// {data dir}/runtime.
+func runtimeDir(getenv func(string) string, home string) string {
+	if d := getenv("JUPYTER_RUNTIME_DIR"); d != "" {
+		return d
 	}
-	return filepath.Join(data, "runtime")
+	return filepath.Join(dataDir(getenv, home), "runtime")
+}
+
+// unixHome is HOME of the environment getenv reads, else the bridge's own.
+func unixHome(getenv func(string) string) (string, error) {
+	if h := getenv("HOME"); h != "" {
+		return h, nil
+	}
+	return os.UserHomeDir()
 }

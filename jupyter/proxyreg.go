@@ -118,7 +118,11 @@ func InstallFile(ctx context.Context, level string, opts Options) (string, error
 		}
 		dir = filepath.Join(prefix, "etc", "jupyter")
 	case InstallSystem:
-		dir = systemConfigPath[0]
+		dirs := systemConfigPath(nil)
+		if len(dirs) == 0 {
+			return "", errors.New("there is no system-wide Jupyter config directory here (PROGRAMDATA is not set)")
+		}
+		dir = dirs[0]
 	default:
 		return "", fmt.Errorf("unknown install level %q", level)
 	}
