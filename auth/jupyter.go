@@ -141,7 +141,7 @@ func (g *JupyterGate) Admit(ctx context.Context, r *http.Request) (bridge.Admiss
 		return bridge.Admission{}, ref
 	}
 	if g.hasAuth && creds.Cookie == "" && creds.Authorization == "" {
-		ref := &bridge.Refusal{CloseCode: CloseNoCredentials,
+		ref := &bridge.Refusal{CloseCode: bridge.CloseNoCredentials,
 			Reason: "no Jupyter credentials: open Builder from JupyterLab (log in to Jupyter first)"}
 		g.log.Info("refused", "reason", ref.Reason, "code", ref.CloseCode)
 		return bridge.Admission{}, ref
@@ -157,10 +157,10 @@ func (g *JupyterGate) Admit(ctx context.Context, r *http.Request) (bridge.Admiss
 			_, ref := g.verdict(ctx, creds, true)
 			if ref != nil && ref.HTTPStatus != 0 {
 				// An open socket cannot get an HTTP status: close it instead.
-				ref = &bridge.Refusal{CloseCode: CloseForbidden, Reason: ref.Reason}
+				ref = &bridge.Refusal{CloseCode: bridge.CloseForbidden, Reason: ref.Reason}
 			}
-			if ref != nil && ref.CloseCode == CloseNoCredentials {
-				ref = &bridge.Refusal{CloseCode: CloseForbidden, Reason: "your Jupyter session ended: log in to Jupyter again and reload the page"}
+			if ref != nil && ref.CloseCode == bridge.CloseNoCredentials {
+				ref = &bridge.Refusal{CloseCode: bridge.CloseForbidden, Reason: "your Jupyter session ended: log in to Jupyter again and reload the page"}
 			}
 			return ref
 		},
@@ -215,16 +215,16 @@ func (g *JupyterGate) verdict(ctx context.Context, creds jupyter.Credentials, fr
 		g.log.Info("admitted", "user", v.User, "detail", v.Detail, "cached", ok && !fresh)
 		return v, nil
 	case jupyter.Unauthenticated:
-		ref = &bridge.Refusal{CloseCode: CloseNoCredentials,
+		ref = &bridge.Refusal{CloseCode: bridge.CloseNoCredentials,
 			Reason: "Jupyter did not accept your credentials for this server: log in as a user with access to it and reload the page"}
 	case jupyter.Forbidden:
-		ref = &bridge.Refusal{CloseCode: CloseForbidden,
+		ref = &bridge.Refusal{CloseCode: bridge.CloseForbidden,
 			Reason: "Jupyter says " + strconv.Quote(v.User) + " may not execute kernels here: ask the server's owner for that permission"}
 	case jupyter.OriginRefused:
 		ref = &bridge.Refusal{HTTPStatus: http.StatusForbidden,
 			Reason: "Jupyter refused this page's origin: open JupyterLab from its own address, or allow the origin in Jupyter (ServerApp.allow_origin)"}
 	default:
-		ref = &bridge.Refusal{CloseCode: CloseUnreachable, Reason: "the Jupyter server gave no verdict, so the bridge refuses: see the bridge's log"}
+		ref = &bridge.Refusal{CloseCode: bridge.CloseUnavailable, Reason: "the Jupyter server gave no verdict, so the bridge refuses: see the bridge's log"}
 	}
 	g.log.Info("refused", "reason", ref.Reason, "code", ref.CloseCode, "status", ref.HTTPStatus, "user", v.User, "detail", v.Detail, "cached", ok && !fresh)
 	return v, ref
@@ -233,7 +233,7 @@ func (g *JupyterGate) verdict(ctx context.Context, creds jupyter.Credentials, fr
 // unreachable is the refusal (4503) for err, the reason no verdict was
 // had, and logs it.
 func (g *JupyterGate) unreachable(err error) *bridge.Refusal {
-	ref := &bridge.Refusal{CloseCode: CloseUnreachable,
+	ref := &bridge.Refusal{CloseCode: bridge.CloseUnavailable,
 		Reason: "could not reach the Jupyter server to check your credentials: is it running? Reload the page to retry"}
 	switch {
 	case errors.Is(err, jupyter.ErrTLS):

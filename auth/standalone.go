@@ -23,13 +23,6 @@ import (
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 )
 
-// Close codes used in Refusals (documented in bridge/PROTOCOL.md).
-const (
-	CloseNoCredentials = 4401 // the request carried no usable credentials
-	CloseForbidden     = 4403 // not allowed to execute kernels, or access lost
-	CloseUnreachable   = 4503 // the parent Jupyter server could not be asked
-)
-
 // StandaloneOptions configures the standalone gate (serve --standalone,
 // used by "make run" with no Jupyter server). The zero value refuses every
 // request, because a token is required.
@@ -105,13 +98,13 @@ func (s *Standalone) Admit(_ context.Context, r *http.Request) (bridge.Admission
 	}
 	tok := requestToken(r)
 	if tok == "" {
-		ref := &bridge.Refusal{CloseCode: CloseNoCredentials, Reason: "no token: open the URL the bridge printed at start-up (it carries ?token=)"}
+		ref := &bridge.Refusal{CloseCode: bridge.CloseNoCredentials, Reason: "no token: open the URL the bridge printed at start-up (it carries ?token=)"}
 		s.log.Info("refused", "reason", ref.Reason, "code", ref.CloseCode)
 		return bridge.Admission{}, ref
 	}
 	sum := sha256.Sum256([]byte(tok))
 	if !s.hasToken || subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) != 1 {
-		ref := &bridge.Refusal{CloseCode: CloseNoCredentials, Reason: "wrong token: open the URL the bridge printed at start-up"}
+		ref := &bridge.Refusal{CloseCode: bridge.CloseNoCredentials, Reason: "wrong token: open the URL the bridge printed at start-up"}
 		s.log.Info("refused", "reason", ref.Reason, "code", ref.CloseCode)
 		return bridge.Admission{}, ref
 	}

@@ -75,3 +75,12 @@ func TestLookPathIgnoresRelativeEntries(t *testing.T) {
 		t.Errorf("LookPathAll = %q", got)
 	}
 }
+
+func TestEnviron(t *testing.T) {
+	base := []string{"PATH=/bin", "JUPYTER_TOKEN=secret", "CLOUD_KEY=k", "HOME=/h", "MEGANE_BRIDGE_KEEPER=1", "LANG=C"}
+	got := child.Environ(base, []string{"JUPYTER_TOKEN", "CLOUD_*"}, map[string]string{"LANG": "C.UTF-8", "A": "1"})
+	want := []string{"PATH=/bin", "HOME=/h", "A=1", "LANG=C.UTF-8"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("Environ = %q, want %q", got, want)
+	}
+}

@@ -52,7 +52,7 @@ import (
 
 const (
 	// keeperEnv marks a process as a keeper.
-	keeperEnv = "MEGANE_BRIDGE_KEEPER"
+	keeperEnv = keeperEnvName
 	// keeperArg is argv[1] of a keeper, so that it is recognizable in ps.
 	keeperArg = "megane-bridge-keeper"
 	// keeperLinkFD is the lifeline's descriptor in the keeper (ExtraFiles[0]).

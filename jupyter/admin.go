@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
 // AdminFileName is the admin settings file looked for in the env- and
@@ -83,32 +84,9 @@ func DefaultAdmin() AdminSettings {
 	}
 }
 
-// Strips reports whether the variable name is removed from tool servers.
-func (a AdminSettings) Strips(name string) bool {
-	for _, p := range a.StripEnv {
-		if pre, ok := strings.CutSuffix(p, "*"); ok {
-			if strings.HasPrefix(name, pre) {
-				return true
-			}
-		} else if name == p {
-			return true
-		}
-	}
-	return false
-}
-
-// FilterEnv returns environ ("NAME=value" strings) without the variables
-// that Strips names.
-func (a AdminSettings) FilterEnv(environ []string) []string {
-	out := make([]string, 0, len(environ))
-	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
-		if !a.Strips(name) {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
+// Strips reports whether the variable name is removed from tool servers
+// (child.Strips).
+func (a AdminSettings) Strips(name string) bool { return child.Strips(a.StripEnv, name) }
 
 // adminFile is what one TOML file sets.
 type adminFile struct {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
 func noPython(s *sandbox) Options {
@@ -240,8 +242,8 @@ url = "http://example.org/mcp"
 	if !a.Strips("JUPYTERHUB_API_TOKEN") || !a.Strips("MY_SECRET") || !a.Strips("CLOUD_KEY") || a.Strips("JUPYTERHUB_USER") {
 		t.Errorf("strip list %q", a.StripEnv)
 	}
-	if got := a.FilterEnv([]string{"JUPYTER_TOKEN=x", "PATH=/bin", "CLOUD_A=b"}); len(got) != 1 || got[0] != "PATH=/bin" {
-		t.Errorf("FilterEnv = %q", got)
+	if got := child.Environ([]string{"JUPYTER_TOKEN=x", "PATH=/bin", "CLOUD_A=b"}, a.StripEnv, nil); len(got) != 1 || got[0] != "PATH=/bin" {
+		t.Errorf("child.Environ with the admin's strip list = %q", got)
 	}
 	if reason := cfg.Excluded["mine"]; !strings.Contains(reason, user) || !strings.Contains(reason, "admin") {
 		t.Errorf("the excluded user server must be named with its file and why: %q", reason)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 	"github.com/megane-labs/megane-jupyter-bridge/stdio"
 )
@@ -318,12 +319,8 @@ func checkJupyter(ctx context.Context, r *report, url string, cfg *jupyter.Confi
 func entryTransport(cfg *jupyter.Config, e jupyter.Entry, log *slog.Logger) (transport mcp.Transport, pipes *stdio.Transport) {
 	switch e.Transport {
 	case jupyter.TransportStdio:
-		env := cfg.Admin.FilterEnv(os.Environ())
-		for _, k := range names(e.Env) {
-			env = append(env, k+"="+e.Env[k])
-		}
 		pipes = stdio.NewTransport(stdio.Options{Name: e.Name, Command: e.Command, Args: e.Args,
-			Env: env, Dir: e.Cwd, TerminateDuration: time.Second, KillDuration: 2 * time.Second, Logger: log})
+			Env: child.Environ(os.Environ(), cfg.Admin.StripEnv, e.Env), Dir: e.Cwd, TerminateDuration: time.Second, KillDuration: 2 * time.Second, Logger: log})
 		return pipes, pipes
 	default:
 		return &mcp.StreamableClientTransport{Endpoint: e.URL, MaxRetries: -1,

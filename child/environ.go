@@ -1,0 +1,50 @@
+package child
+
+import (
+	"slices"
+	"strings"
+)
+
+// Environ is a tool server's environment: base (KEY=VALUE; the bridge's own
+// as a rule) without the variables strip names, without those extra sets,
+// then extra in name order. A strip entry ending in "*" names every
+// variable that starts with what precedes it. The keeper's marker is
+// always removed. The one rule for what a tool server inherits: the bridge
+// and doctor both build the environment here.
+func Environ(base, strip []string, extra map[string]string) []string {
+	env := make([]string, 0, len(base)+len(extra))
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, over := extra[k]; over || Strips(strip, k) || strings.HasPrefix(k, keeperEnvName) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	names := make([]string, 0, len(extra))
+	for k := range extra {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		env = append(env, k+"="+extra[k])
+	}
+	return env
+}
+
+// Strips reports whether strip names the variable name (see Environ).
+func Strips(strip []string, name string) bool {
+	for _, p := range strip {
+		if pre, ok := strings.CutSuffix(p, "*"); ok {
+			if strings.HasPrefix(name, pre) {
+				return true
+			}
+		} else if name == p {
+			return true
+		}
+	}
+	return false
+}
+
+// keeperEnvName marks a keeper process (RunKeeperIfRequested); no tool
+// server may inherit it.
+const keeperEnvName = "MEGANE_BRIDGE_KEEPER"
