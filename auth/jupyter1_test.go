@@ -131,7 +131,7 @@ func TestJupyter1Verdicts(t *testing.T) {
 	}
 	tp := newTopology(t, js, JupyterOptions{})
 	cookie := js.loginCookie(t)
-	owner := OSUser()
+	owner := jupyter.OSUser()
 	same := "http://" + js.HostHdr
 	foreign := "http://evil.example"
 	bridgeHost := strings.TrimPrefix(tp.bridge, "http://")
@@ -196,7 +196,7 @@ func TestJupyter1Verdicts(t *testing.T) {
 func TestJupyter1AllowOrigin(t *testing.T) {
 	js := startJupyter(t, jupyterSpec{Args: []string{"--ServerApp.allow_origin=http://app.example"}})
 	cookie := js.loginCookie(t)
-	owner := OSUser()
+	owner := jupyter.OSUser()
 	told := newTopology(t, js, JupyterOptions{AllowOrigin: "http://app.example"})
 	told.logs.secret(cookie)
 	told.run(t, []verdictCase{

@@ -21,7 +21,7 @@ func TestJupyter2Verdicts(t *testing.T) {
 	tp := newTopology(t, js, JupyterOptions{})
 	cookie := js.loginCookie(t)
 	tp.logs.secret(cookie)
-	owner := OSUser()
+	owner := jupyter.OSUser()
 	same := "http://" + js.HostHdr
 	tp.run(t, []verdictCase{
 		{name: "token header", via: "proxy", header: hdr("Authorization", "token "+js.Token, "Origin", same), admitUser: owner},

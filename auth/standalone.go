@@ -15,12 +15,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 )
 
 // StandaloneOptions configures the standalone gate (serve --standalone,
@@ -69,7 +69,7 @@ func NewStandalone(opts StandaloneOptions) *Standalone {
 		log:      opts.Logger,
 	}
 	if s.user == "" {
-		s.user = OSUser()
+		s.user = jupyter.OSUser()
 	}
 	if s.log == nil {
 		s.log = discardLogger()
@@ -218,18 +218,6 @@ func isLoopbackHost(hostport string) bool {
 	}
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback()
-}
-
-// OSUser returns the name of the OS user running the process: the account
-// name, else $USER, else the numeric uid.
-func OSUser() string {
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
-	}
-	if u := os.Getenv("USER"); u != "" {
-		return u
-	}
-	return strconv.Itoa(os.Getuid())
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 )
 
 func TestStandalone(t *testing.T) {
@@ -93,7 +95,7 @@ func TestStandalone(t *testing.T) {
 		r := httptest.NewRequest("GET", "/ws?token=x", nil)
 		r.Host = "localhost"
 		adm, ref := g.Admit(context.Background(), r)
-		if ref != nil || adm.User == "" || adm.User != OSUser() {
+		if ref != nil || adm.User == "" || adm.User != jupyter.OSUser() {
 			t.Fatalf("adm %+v ref %+v", adm, ref)
 		}
 	})

@@ -156,7 +156,7 @@ func FindParent(opts ParentOptions) (*Parent, error) {
 	hub := getenv("JUPYTERHUB_SERVICE_URL") != "" || getenv("JUPYTERHUB_USER") != "" || getenv("JUPYTERHUB_API_URL") != ""
 	owner := getenv("JUPYTERHUB_USER")
 	if owner == "" {
-		owner = osUserName()
+		owner = OSUser()
 	}
 	p := &Parent{Hub: hub, Owner: owner, HasAuth: true}
 	sock, err := p.locate(opts, getenv, ppid)
@@ -639,8 +639,10 @@ func ReceiptKeyPath(getenv func(string) string) (string, error) {
 	return filepath.Join(d, "megane-jupyter-bridge", "receipt.key"), nil
 }
 
-// osUserName is the OS account running the process.
-func osUserName() string {
+// OSUser is the name of the OS account running the process: the account
+// name, else $USER, else the numeric uid. The bridge names this user in
+// refusals and compares it with the owner of its parent's files.
+func OSUser() string {
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		return u.Username
 	}

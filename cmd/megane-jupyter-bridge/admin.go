@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
@@ -55,15 +54,6 @@ type serversJSON struct {
 	UserFile   *jupyter.SettingsFile  `json:"userFile"`
 	ConfigPath []string               `json:"configPath"`
 	Python     string                 `json:"python,omitempty"`
-}
-
-func names(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
