@@ -126,9 +126,18 @@ func writeMaskedText(t *testing.T, w io.Writer, p []byte) {
 
 func readFrame(t *testing.T, r *bufio.Reader) (fin bool, opcode byte, payload []byte) {
 	t.Helper()
+	fin, opcode, payload, err := tryReadFrame(r)
+	if err != nil {
+		t.Fatalf("read frame: %v", err)
+	}
+	return fin, opcode, payload
+}
+
+// tryReadFrame reads one frame, or says why it could not.
+func tryReadFrame(r *bufio.Reader) (fin bool, opcode byte, payload []byte, err error) {
 	var h [2]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
-		t.Fatalf("read frame: %v", err)
+		return false, 0, nil, err
 	}
 	fin, opcode = h[0]&0x80 != 0, h[0]&0x0f
 	n := uint64(h[1] & 0x7f)
@@ -144,7 +153,7 @@ func readFrame(t *testing.T, r *bufio.Reader) (fin bool, opcode byte, payload []
 	}
 	payload = make([]byte, n)
 	if _, err := io.ReadFull(r, payload); err != nil {
-		t.Fatalf("read frame payload: %v", err)
+		return false, 0, nil, fmt.Errorf("payload: %w", err)
 	}
-	return fin, opcode, payload
+	return fin, opcode, payload, nil
 }

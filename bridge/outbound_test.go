@@ -3,8 +3,11 @@ package bridge_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,12 +60,24 @@ func TestSlowReadersBoundedInBytes(t *testing.T) {
 		mustOK(t, m)
 	}
 	// Every slow tab ends with tools:closing 4408 (once it reads again,
-	// what was already on the wire comes first).
+	// what was already on the wire comes first), or, if the bridge's write
+	// was stuck mid-frame when it gave up on the tab, its connection is cut
+	// there (no close frame can follow half a frame). A tab the bridge did
+	// not close would hit the read deadline and fail the test.
+	cut := 0
 	for i, s := range slow {
 		s.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 		closing := false
 		for !closing {
-			_, opcode, payload := readFrame(t, s.r)
+			_, opcode, payload, err := tryReadFrame(s.r)
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+				cut++
+				closing = true
+				break
+			}
+			if err != nil {
+				t.Fatalf("slow tab %d: %v", i, err)
+			}
 			if opcode == 8 {
 				break
 			}
@@ -74,7 +89,7 @@ func TestSlowReadersBoundedInBytes(t *testing.T) {
 			t.Errorf("slow tab %d was not closed with 4408", i)
 		}
 	}
-	t.Logf("abuse: 4 tabs ask for 3 MiB results and stop reading | each closed with 4408 (8 MiB per tab, 12 MiB in all); a reading page served | all 4 closed, 6 of 6 results served")
+	t.Logf("abuse: 4 tabs ask for 3 MiB results and stop reading | each closed with 4408, or cut mid-frame (8 MiB per tab, 12 MiB in all); a reading page served | all 4 closed (%d cut mid-frame), 6 of 6 results served", cut)
 	if logs := h.logBuf.String(); !strings.Contains(logs, "tab not reading") && !strings.Contains(logs, "outbound memory full") {
 		t.Errorf("the closes were not logged:\n%s", logs)
 	}
