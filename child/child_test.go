@@ -84,3 +84,17 @@ func TestEnviron(t *testing.T) {
 		t.Errorf("Environ = %q, want %q", got, want)
 	}
 }
+
+func TestGetenv(t *testing.T) {
+	env := []string{"PATH=/a", "HOME=/h", "PATH=/b", "EMPTY="}
+	for key, want := range map[string]string{"PATH": "/b", "HOME": "/h", "EMPTY": "", "MISSING": ""} {
+		if got := child.Getenv(env, key); got != want {
+			t.Errorf("Getenv(%s) = %q, want %q", key, got, want)
+		}
+	}
+	// Windows compares names without case: its PATH is usually "Path".
+	got := child.Getenv([]string{"Path=/w"}, "PATH")
+	if want := map[bool]string{true: "/w", false: ""}[child.EnvKey("Path") == "PATH"]; got != want {
+		t.Errorf(`Getenv(["Path=/w"], "PATH") = %q, want %q on this system`, got, want)
+	}
+}

@@ -15,7 +15,7 @@ func Environ(base, strip []string, extra map[string]string) []string {
 	env := make([]string, 0, len(base)+len(extra))
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
-		if _, over := extra[k]; over || Strips(strip, k) || strings.HasPrefix(k, keeperEnvName) {
+		if overridden(extra, k) || Strips(strip, k) || strings.HasPrefix(EnvKey(k), keeperEnvName) {
 			continue
 		}
 		env = append(env, kv)
@@ -32,13 +32,37 @@ func Environ(base, strip []string, extra map[string]string) []string {
 }
 
 // Strips reports whether strip names the variable name (see Environ).
+// Names compare as the system compares them (EnvKey).
 func Strips(strip []string, name string) bool {
+	name = EnvKey(name)
 	for _, p := range strip {
 		if pre, ok := strings.CutSuffix(p, "*"); ok {
-			if strings.HasPrefix(name, pre) {
+			if strings.HasPrefix(name, EnvKey(pre)) {
 				return true
 			}
-		} else if name == p {
+		} else if name == EnvKey(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Getenv is the value of key in env (KEY=VALUE), the last one when it is
+// there more than once, as a started process sees it; keys compare as the
+// system compares them (EnvKey: "Path" is PATH on Windows).
+func Getenv(env []string, key string) string {
+	key = EnvKey(key)
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && EnvKey(k) == key {
+			return v
+		}
+	}
+	return ""
+}
+
+func overridden(extra map[string]string, k string) bool {
+	for e := range extra {
+		if EnvKey(e) == EnvKey(k) {
 			return true
 		}
 	}

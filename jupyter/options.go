@@ -66,7 +66,7 @@ func (o Options) resolve() env {
 	e.vars = make(map[string]string, len(e.environ))
 	for _, kv := range e.environ {
 		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
-			e.vars[k] = v
+			e.vars[child.EnvKey(k)] = v // looked up by upper-case names, as Windows compares them
 		}
 	}
 	e.home = o.Home

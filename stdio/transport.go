@@ -262,7 +262,7 @@ func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
 	} else if !fi.IsDir() {
 		return nil, fail("working directory %q is not a directory", dir)
 	}
-	path, err := child.LookPath(o.Command, lastEnv(env, "PATH"), dir)
+	path, err := child.LookPath(o.Command, child.Getenv(env, "PATH"), dir)
 	if err != nil {
 		return nil, fail("%v", err)
 	}
@@ -573,16 +573,6 @@ func pathErrText(err error) string {
 		return pe.Err.Error()
 	}
 	return err.Error()
-}
-
-// lastEnv returns the value of the last key= entry in env.
-func lastEnv(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 // truncateUTF8 cuts s to at most n bytes without splitting a character.

@@ -3,6 +3,7 @@ package stdio
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/megane-labs/megane-jupyter-bridge/child"
@@ -40,11 +41,15 @@ func TestStdioStartErrorsWindows(t *testing.T) {
 		{"not on PATH", "uvx-not-installed", `C:\windows\system32`,
 			`cannot start lab-tools: "uvx-not-installed" not found on PATH (C:\windows\system32)`},
 		{"no PATH", "uvx", "", `cannot start lab-tools: "uvx" not found: PATH is not set in the server's environment`},
+		{"Path, as Windows spells it", "uvx-not-installed", "Path=" + `C:\windows`,
+			`cannot start lab-tools: "uvx-not-installed" not found on PATH (C:\windows)`},
 		{"a directory", dir, "", fmt.Sprintf(`cannot start lab-tools: %q is a directory`, dir)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := []string{}
-			if tc.path != "" {
+			if name, value, ok := strings.Cut(tc.path, "="); ok && name == "Path" {
+				env = append(env, "Path="+value)
+			} else if tc.path != "" {
 				env = append(env, "PATH="+tc.path)
 			}
 			tr := NewTransport(Options{Name: "lab-tools", Command: tc.command, Env: env})
