@@ -185,8 +185,10 @@ func TestCheckRules(t *testing.T) {
 			level: "warn", sect: "§6", want: "over 2 × expectedSeconds (1 s)"},
 		{name: "long call without expectedSeconds", spec: slow(checkkit.Spec{WorkMs: 2500, Progress: true}, func(_, m, _ map[string]any) { delete(m, "expectedSeconds") }),
 			level: "warn", sect: "§6", want: "has no expectedSeconds"},
-		{name: "call longer than --timeout", spec: slow(checkkit.Spec{WorkMs: 3000, Progress: true}, nil), flags: []string{"--timeout", "1500ms"},
-			level: "warn", sect: "§6", want: "did not finish within --timeout 1.5s"},
+		// --timeout also bounds the server's start: 10 s leaves a loaded
+		// machine room to start the (race-enabled) test server.
+		{name: "call longer than --timeout", spec: slow(checkkit.Spec{WorkMs: 30000, Progress: true}, nil), flags: []string{"--timeout", "10s"},
+			level: "warn", sect: "§6", want: "did not finish within --timeout 10s"},
 	}
 	_, cpuErr := treeCPU(selfTree{})
 	for _, r := range rules {
