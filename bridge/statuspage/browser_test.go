@@ -433,6 +433,7 @@ func TestBrowser(t *testing.T) {
 				Visible    bool
 			}
 			ProgressFrames int
+			ModuleLoads    []string
 			Result         struct {
 				Outcome, Text, Legend    string
 				Summary                  map[string]string
@@ -467,6 +468,11 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("tools:call arguments %v", res.CallSent.Arguments)
 		}
 
+		// The runner's calls go through the client module, loaded with the token.
+		if len(res.ModuleLoads) != 1 || !strings.HasSuffix(res.ModuleLoads[0], "/megane/builder-tools/builder-tools-client.js?token="+b.token) {
+			t.Errorf("the page loaded the client module from %q, want once, beside the page, with the token", res.ModuleLoads)
+		}
+
 		// Progress was shown: the bar moved under the server's messages.
 		if res.ProgressFrames == 0 || len(res.Seen) == 0 {
 			t.Fatalf("no progress shown (%d progress frames, %d bar updates)", res.ProgressFrames, len(res.Seen))
@@ -474,11 +480,11 @@ func TestBrowser(t *testing.T) {
 		msgRE := regexp.MustCompile(`^placed \d+ of ` + strconv.Itoa(count) + ` atoms$`)
 		moved := false
 		for _, s := range res.Seen {
-			if s.Max != count || !s.Visible || !msgRE.MatchString(s.Message) {
-				t.Errorf("progress shown %+v: want max %d and the server's message", s, count)
+			if s.Max != 1 || !s.Visible || !msgRE.MatchString(s.Message) {
+				t.Errorf("progress shown %+v: want the fraction done (max 1) and the server's message", s)
 				break
 			}
-			if s.Value > 0 && s.Value < count {
+			if s.Value > 0 && s.Value < 1 {
 				moved = true
 			}
 		}

@@ -43,9 +43,9 @@ func TestHandlerServesEmbeddedFiles(t *testing.T) {
 	cases := []struct {
 		target, contentType, contains string
 	}{
-		{"/", "text/html; charset=utf-8", `<script src="app.js" defer>`},
+		{"/", "text/html; charset=utf-8", `<script type="module" src="app.js">`},
 		{"/index.html", "text/html; charset=utf-8", `<link rel="stylesheet" href="style.css">`},
-		{"/app.js", "text/javascript; charset=utf-8", "tools:connect"},
+		{"/app.js", "text/javascript; charset=utf-8", "createBridge("},
 		{"/style.css", "text/css; charset=utf-8", "[hidden]"},
 		{"/builder-tools-client.js", "text/javascript; charset=utf-8", "export async function connectBridge("},
 	}
