@@ -190,6 +190,11 @@ func TestClientModuleNode(t *testing.T) {
 			Status int
 			Type   string
 		}
+		ServedOther struct {
+			Status int
+			Same   bool
+		}
+		ServedNoToken                int
 		BadToken                     bridgeErr
 		Servers                      []struct{ Name, Fingerprint string }
 		NoConfirm, Declined, Unknown bridgeErr
@@ -233,6 +238,9 @@ func TestClientModuleNode(t *testing.T) {
 
 	if res.Served.Status != 200 || res.Served.Type != "text/javascript; charset=utf-8" {
 		t.Errorf("the bridge serves the module with %d %q", res.Served.Status, res.Served.Type)
+	}
+	if !res.ServedOther.Same || res.ServedOther.Status != 200 || res.ServedNoToken != 403 {
+		t.Errorf("at /builder-tools/: %+v; without the token: %d, want 403", res.ServedOther, res.ServedNoToken)
 	}
 	if res.BadToken.CloseCode != 4401 || !strings.Contains(res.BadToken.Message, "no usable credentials") {
 		t.Errorf("a wrong token: %+v, want 4401 explained", res.BadToken)

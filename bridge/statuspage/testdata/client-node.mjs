@@ -16,6 +16,10 @@ try {
   const res = await fetch(env.BRIDGE_HTTP + '/megane/builder-tools/builder-tools-client.js?token=' + env.TOKEN);
   out.served = { status: res.status, type: res.headers.get('content-type') };
   const src = await res.text();
+  // The other path form (absolute_url false strips {base_url}megane).
+  const other = await fetch(env.BRIDGE_HTTP + '/builder-tools/builder-tools-client.js?token=' + env.TOKEN);
+  out.servedOther = { status: other.status, same: (await other.text()) === src };
+  out.servedNoToken = (await fetch(env.BRIDGE_HTTP + '/megane/builder-tools/builder-tools-client.js')).status;
   const mod = await import('data:text/javascript;base64,' + Buffer.from(src).toString('base64'));
 
   const memory = new Map();
