@@ -72,6 +72,32 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
     return e;
   }
 
+  // morphChildren makes parent's children look like next (freshly built
+  // nodes) by changing the existing nodes in place: an element whose tag
+  // (and data-server) matches is kept and patched, so focus, text selection
+  // and scroll inside it survive a refresh; only what changed is touched.
+  function morphChildren(parent, next) {
+    const have = [...parent.childNodes];
+    next.forEach((y, i) => {
+      const x = have[i];
+      if (!x) parent.append(y);
+      else if (x.nodeType === 3 && y.nodeType === 3) {
+        if (x.data !== y.data) x.data = y.data;
+      } else if (x.nodeType === 1 && y.nodeType === 1 && x.nodeName === y.nodeName &&
+        x.getAttribute('data-server') === y.getAttribute('data-server')) {
+        morph(x, y);
+      } else parent.replaceChild(y, x);
+    });
+    for (let i = next.length; i < have.length; i++) have[i].remove();
+  }
+
+  function morph(x, y) {
+    for (const a of [...x.attributes]) if (!y.hasAttribute(a.name)) x.removeAttribute(a.name);
+    for (const a of y.attributes) if (x.getAttribute(a.name) !== a.value) x.setAttribute(a.name, a.value);
+    if (x.onclick !== y.onclick) x.onclick = y.onclick;
+    morphChildren(x, [...y.childNodes]);
+  }
+
   function str(v) {
     if (v === undefined || v === null) return '';
     return typeof v === 'string' ? v : JSON.stringify(v);
@@ -224,11 +250,11 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
 
   function renderServers() {
     const box = byId('servers');
-    box.replaceChildren();
     if (!state.servers.length) {
-      box.append(el('p', { className: 'muted', text: state.open ? 'No servers are configured.' : 'Not connected to the bridge.' }));
+      morphChildren(box, [el('p', { className: 'muted', text: state.open ? 'No servers are configured.' : 'Not connected to the bridge.' })]);
       return;
     }
+    const cards = [];
     for (const s of state.servers) {
       const name = str(s.name);
       const starting = state.starting.get(name);
@@ -285,15 +311,15 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
         buttons.append(c);
       }
       card.append(buttons);
-      box.append(card);
+      cards.push(card);
     }
+    morphChildren(box, cards);
   }
 
   function renderProblems() {
     const box = byId('problems');
-    box.replaceChildren();
     if (!state.problems.length) {
-      box.append(el('p', { className: 'muted', text: 'None.' }));
+      morphChildren(box, [el('p', { className: 'muted', text: 'None.' })]);
       return;
     }
     const ul = el('ul', { className: 'problems' });
@@ -303,18 +329,19 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
         el('div', { className: 'problem-msg', text: str(p.message) }),
         el('div', { className: 'mono small muted', text: where + (p.server ? ' (server ' + str(p.server) + ')' : '') })));
     }
-    box.append(ul);
+    morphChildren(box, [ul]);
   }
 
   function renderErrors() {
     const ol = byId('errors');
-    ol.replaceChildren();
+    const items = [];
     for (let i = state.errors.length - 1; i >= 0; i--) {
       const e = state.errors[i];
-      ol.append(el('li', {},
+      items.push(el('li', {},
         el('time', { className: 'small muted', text: e.time.toLocaleTimeString() }), ' ',
         el('span', { className: 'error-text', text: e.text })));
     }
+    morphChildren(ol, items);
     byId('errors-empty').hidden = state.errors.length > 0;
   }
 

@@ -343,6 +343,30 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("stable_updates", func(t *testing.T) {
+		b := startBridge(t, bin, only("demo-tools"))
+		var res struct {
+			Fingerprint string
+			Card        struct {
+				FocusKept         bool
+				Focused, Selected string
+			}
+			Args struct{ Value, Focused string }
+			pageHealth
+		}
+		scenario(t, env, "stable", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/")}, &res)
+		res.check(t)
+		if !res.Card.FocusKept {
+			t.Errorf("a server card's focused button lost its focus to a refresh (focus now on %q)", res.Card.Focused)
+		}
+		if res.Fingerprint == "" || res.Card.Selected != res.Fingerprint {
+			t.Errorf("the selected fingerprint %q became %q after refreshes", res.Fingerprint, res.Card.Selected)
+		}
+		if res.Args.Value != `{"count": 5, "note": "typed while updating"}` || res.Args.Focused != "args" {
+			t.Errorf("typing across refreshes: %+v", res.Args)
+		}
+	})
+
 	t.Run("confirmation", func(t *testing.T) {
 		b := startBridge(t, bin, only("demo-tools"))
 		type connectMsg struct {
