@@ -259,7 +259,8 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
       const name = str(s.name);
       const starting = state.starting.get(name);
       const here = state.conns.has(name);
-      let st = str(s.state) || 'stopped';
+      // Without the socket, the last state seen is not known to hold.
+      let st = state.open ? str(s.state) || 'stopped' : 'unknown';
       if (starting && st === 'stopped') st = 'starting';
       const card = el('article', { className: 'server state-' + st.replace(/[^a-z]/g, ''), 'data-server': name });
       card.append(el('header', {},

@@ -79,6 +79,7 @@ func buildBridge(t *testing.T, dir string) string {
 type runningBridge struct {
 	addr, token string
 	keyFile     string // the approval signing key
+	pid         int    // a scenario may stop it (SIGTERM) to see the page say so
 	stderr      *bytes.Buffer
 }
 
@@ -131,7 +132,7 @@ func startBridge(t *testing.T, bin string, servers map[string]any) *runningBridg
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if b, err := os.ReadFile(readyFile); err == nil && strings.HasSuffix(string(b), "\n") {
-			return &runningBridge{addr: strings.TrimSpace(string(b)), token: token, stderr: &stderr,
+			return &runningBridge{addr: strings.TrimSpace(string(b)), token: token, stderr: &stderr, pid: cmd.Process.Pid,
 				keyFile: filepath.Join(dir, "data", "megane-jupyter-bridge", "receipt.key")}
 		}
 		select {
@@ -364,6 +365,29 @@ func TestBrowser(t *testing.T) {
 		}
 		if res.Args.Value != `{"count": 5, "note": "typed while updating"}` || res.Args.Focused != "args" {
 			t.Errorf("typing across refreshes: %+v", res.Args)
+		}
+	})
+
+	t.Run("tool_error_and_stop", func(t *testing.T) {
+		b := startBridge(t, bin, only("flaky"))
+		var res struct {
+			Outcome, Message, Errors string
+			Socket, Banner, Pills    string
+			pageHealth
+		}
+		scenario(t, env, "stopped", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/"), "BRIDGE_PID": strconv.Itoa(b.pid)}, &res)
+		res.check(t)
+		if res.Outcome != "tool-error" || res.Message != "simulated tool error" {
+			t.Errorf("a tool error shows as %q: %q", res.Outcome, res.Message)
+		}
+		if !strings.Contains(res.Errors, "toolerror: simulated tool error") {
+			t.Errorf("the tool error is not in Recent errors:\n%s", res.Errors)
+		}
+		if res.Socket != "bridge stopped" || !strings.Contains(res.Banner, "(1001): the bridge stopped") {
+			t.Errorf("after the bridge stopped: socket %q, banner %q", res.Socket, res.Banner)
+		}
+		if res.Pills != "unknown" {
+			t.Errorf("server states after the bridge stopped: %q, want unknown", res.Pills)
 		}
 	})
 
