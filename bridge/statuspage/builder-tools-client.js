@@ -46,8 +46,6 @@ const PIECE_UNITS = 512 << 10; // UTF-16 units per chunk (at most 6 bytes each, 
 const MAX_INBOUND = 512 << 20; // a larger chunked message from the bridge is refused
 const SAFETY_MS = 15000; // a call with timeoutMs fails locally this long after it
 
-const CANCELLED = () => ({ ok: false, error: 'Cancelled.' });
-
 // BridgeError is what connectBridge, servers, connect and friends throw.
 // code is the protocol's error code, 'socket-closed', 'declined' or
 // 'cancelled'; closeCode the socket's close code when it closed; server the
@@ -587,7 +585,7 @@ class ToolConnection {
     const o = options || {};
     const signal = o.signal;
     if (this._closed) return failure('The server failed: this connection was closed.', 'server-failed');
-    if (signal && signal.aborted) return CANCELLED();
+    if (signal && signal.aborted) return failure('Cancelled.', 'cancelled');
     for (let attempt = 0; ; attempt++) {
       try {
         await this._revive(signal);

@@ -208,6 +208,7 @@ func TestClientModuleNode(t *testing.T) {
 		Echo, ToolError, Slow, Cancel, AfterCancel, Timeout outcome
 		ToolErrorKind                                       string
 		ToolErrorKeys                                       []string
+		PreAborted                                          struct{ Error, Kind string }
 		Progress                                            [][2]any
 		Big                                                 struct {
 			OK         bool
@@ -271,6 +272,9 @@ func TestClientModuleNode(t *testing.T) {
 	}
 	if res.Cancel.OK || res.Cancel.Error != "Cancelled." || !res.AfterCancel.OK {
 		t.Errorf("cancel: %+v, then %+v", res.Cancel, res.AfterCancel)
+	}
+	if res.PreAborted.Error != "Cancelled." || res.PreAborted.Kind != "cancelled" {
+		t.Errorf("a call with an aborted signal: %+v", res.PreAborted)
 	}
 	if res.Timeout.OK || !strings.HasPrefix(res.Timeout.Error, "The server failed: the call timed out") {
 		t.Errorf("timeout: %+v", res.Timeout)

@@ -67,6 +67,8 @@ try {
   const ac = new AbortController();
   out.cancel = await call(conn, 'slow', { steps: 100000, intervalMs: 50 }, { signal: ac.signal, onProgress: () => ac.abort() });
   out.afterCancel = await call(conn, 'echo', { b: 2 });
+  const pre = await call(conn, 'echo', { never: true }, { signal: AbortSignal.abort() });
+  out.preAborted = { error: pre.error, kind: pre.kind };
   out.timeout = await call(conn, 'slow', { steps: 100000, intervalMs: 50 }, { timeoutMs: 400 });
 
   const big = await call(conn, 'big', { bytes: 12 << 20, tag: 'B' }, { timeoutMs: 120000 });
