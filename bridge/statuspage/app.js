@@ -1,24 +1,19 @@
-// The bridge's status page and tool runner. It speaks only the page protocol
-// of bridge/PROTOCOL.md over the WebSocket beside this page. Everything a
-// server or the bridge sends is shown as text (textContent, never HTML); tool
-// icons are shown only from data: URIs of image types.
-'use strict';
+// The bridge's status page and tool runner, an ES module. It reaches the
+// bridge only through builder-tools-client.js (the client module any page
+// uses; imported with this script's ?token= so that standalone mode admits
+// it), over the WebSocket beside this page. Everything a server or the bridge
+// sends is shown as text (textContent, never HTML); tool icons are shown only
+// from data: URIs of image types.
 
-(() => {
+const client = await import(new URL('builder-tools-client.js' + new URL(import.meta.url).search, import.meta.url).href);
+
+{
   // ---- constants ---------------------------------------------------------
 
-  const APPROVAL_PREFIX = 'megane-builder-tools.approval.'; // + fingerprint
   const BUILDER_META = 'io.github.megane-labs/builder';
   const SUPPORTED_CONTRACT = 1;
   const REFRESH_MS = 3000; // tools:servers while the socket is open
   const MAX_ERRORS = 50; // recent errors kept
-  // Outbound messages whose JSON text could exceed this many UTF-8 bytes go
-  // as tools:chunk frames. The bridge's frame limit is 8 MiB by default; a
-  // piece of PIECE_UNITS UTF-16 units is at most 3 bytes per unit, doubled at
-  // worst by escaping, well below it.
-  const FRAME_BUDGET = 4 << 20;
-  const PIECE_UNITS = 512 << 10;
-  const MAX_INBOUND_CHUNKED = 512 << 20; // refuse larger reassembled messages
   const MAX_TEXT = 4000; // characters of a result's text shown
   const MAX_DRAWN_ATOMS = 200000; // the picture samples larger structures
   const ICON_TYPES = ['image/png', 'image/svg+xml', 'image/jpeg', 'image/gif', 'image/webp'];
@@ -40,7 +35,7 @@
   // ---- state ---------------------------------------------------------------
 
   const state = {
-    ws: null,
+    client: null, // the client module's bridge object
     open: false,
     bridge: null, // tools:servers' bridge object
     user: '',
@@ -48,16 +43,11 @@
     problems: [],
     settingsFiles: [],
     errors: [], // {time, text}, newest last
-    nextId: 1,
-    pending: new Map(), // "type#id" -> resolve(reply)
-    progress: new Map(), // id -> function(progress message)
-    chunksIn: new Map(), // sequence id -> {count, size, next, parts}
-    nextChunkSeq: 1,
-    conns: new Map(), // server name -> {fingerprint, serverInfo, protocolVersion, tools}
-    starting: new Map(), // server name -> {id, line}
+    conns: new Map(), // server name -> {conn (ToolConnection), serverInfo, tools}
+    starting: new Map(), // server name -> {abort (AbortController), line}
     refreshing: false,
     refreshTimer: 0,
-    call: null, // {id, server, tool, cancelled}
+    call: null, // {server, tool, abort (AbortController)}
     schemaFor: null, // {server, tool} the argument text was prefilled for
   };
 
@@ -82,6 +72,32 @@
     return e;
   }
 
+  // morphChildren makes parent's children look like next (freshly built
+  // nodes) by changing the existing nodes in place: an element whose tag
+  // (and data-server) matches is kept and patched, so focus, text selection
+  // and scroll inside it survive a refresh; only what changed is touched.
+  function morphChildren(parent, next) {
+    const have = [...parent.childNodes];
+    next.forEach((y, i) => {
+      const x = have[i];
+      if (!x) parent.append(y);
+      else if (x.nodeType === 3 && y.nodeType === 3) {
+        if (x.data !== y.data) x.data = y.data;
+      } else if (x.nodeType === 1 && y.nodeType === 1 && x.nodeName === y.nodeName &&
+        x.getAttribute('data-server') === y.getAttribute('data-server')) {
+        morph(x, y);
+      } else parent.replaceChild(y, x);
+    });
+    for (let i = next.length; i < have.length; i++) have[i].remove();
+  }
+
+  function morph(x, y) {
+    for (const a of [...x.attributes]) if (!y.hasAttribute(a.name)) x.removeAttribute(a.name);
+    for (const a of y.attributes) if (x.getAttribute(a.name) !== a.value) x.setAttribute(a.name, a.value);
+    if (x.onclick !== y.onclick) x.onclick = y.onclick;
+    morphChildren(x, [...y.childNodes]);
+  }
+
   function str(v) {
     if (v === undefined || v === null) return '';
     return typeof v === 'string' ? v : JSON.stringify(v);
@@ -91,14 +107,6 @@
     state.errors.push({ time: new Date(), text: str(text) });
     if (state.errors.length > MAX_ERRORS) state.errors.splice(0, state.errors.length - MAX_ERRORS);
     renderErrors();
-  }
-
-  function errorText(reply) {
-    const e = reply && reply.error;
-    if (!e) return 'no answer';
-    const code = str(e.code);
-    const msg = str(e.message);
-    return msg ? (code ? code + ': ' + msg : msg) : code || 'error';
   }
 
   // ---- socket --------------------------------------------------------------
@@ -120,197 +128,53 @@
     byId('reconnect').hidden = true;
     byId('socket-banner').hidden = true;
     setSocketState('connecting…', '');
-    let ws;
-    try {
-      ws = new WebSocket(socketURL());
-    } catch (e) {
-      socketLost(0, String(e));
-      return;
-    }
-    state.ws = ws;
-    ws.onopen = () => {
+    state.client.open().catch((e) => socketLost(e));
+  }
+
+  // onStatus follows the client's socket: open (first or again after a
+  // drop, whoever reopened it) or closed.
+  function onStatus(s) {
+    if (s.open) {
+      if (state.open) return;
       state.open = true;
+      byId('reconnect').hidden = true;
+      byId('socket-banner').hidden = true;
       setSocketState('connected', 'ok');
       refreshServers();
       showSettings();
+      clearInterval(state.refreshTimer);
       state.refreshTimer = setInterval(refreshServers, REFRESH_MS);
-    };
-    ws.onmessage = (ev) => {
-      if (typeof ev.data !== 'string') return;
-      let msg;
-      try {
-        msg = JSON.parse(ev.data);
-      } catch (e) {
-        addError('The bridge sent a frame that is not JSON.');
-        return;
-      }
-      handle(msg);
-    };
-    ws.onclose = (ev) => {
-      if (state.ws !== ws) return;
-      socketLost(ev.code, ev.reason);
-    };
+      return;
+    }
+    socketLost({ closeCode: s.code, message: s.message });
   }
 
-  const CLOSE_REASONS = {
-    1001: 'the bridge is shutting down',
-    1006: 'the connection was lost',
-    1009: 'a message was too big',
-    4401: 'no usable credentials (open the address the bridge printed, with its ?token=)',
-    4403: 'you may not use the bridge',
-    4408: 'this page stopped reading',
-    4503: 'the Jupyter server could not be reached to check your credentials',
-  };
-
-  function socketLost(code, reason) {
+  function socketLost(e) {
+    if (!state.open && !byId('socket-banner').hidden) return;
     state.open = false;
-    state.ws = null;
     clearInterval(state.refreshTimer);
-    const why = str(reason) || CLOSE_REASONS[code] || 'closed';
-    setSocketState('disconnected', 'bad');
+    const stopped = e.closeCode === 1001 || e.closeCode === 1006;
+    setSocketState(stopped ? 'bridge stopped' : 'disconnected', 'bad');
     const banner = byId('socket-banner');
-    banner.textContent = 'The bridge closed the connection (' + code + '): ' + why +
-      '. Tool servers connected from this page were released.';
+    banner.textContent = str(e.message) + ' Tool servers connected from this page were released; Reconnect connects again.';
     banner.hidden = false;
     byId('reconnect').hidden = false;
-    addError('socket closed (' + code + '): ' + why);
-    for (const [k, resolve] of state.pending) {
-      state.pending.delete(k);
-      resolve({ ok: false, error: { code: 'socket-closed', message: why } });
-    }
-    state.progress.clear();
-    state.chunksIn.clear();
+    addError(str(e.message));
     state.conns.clear();
     state.starting.clear();
     renderServers();
     renderRunner();
   }
 
-  // send writes one message, as tools:chunk frames when it is large.
-  function send(msg) {
-    const text = JSON.stringify(msg);
-    if (text.length * 3 <= FRAME_BUDGET) {
-      state.ws.send(text);
-      return;
-    }
-    const size = new TextEncoder().encode(text).length;
-    const pieces = [];
-    for (let i = 0; i < text.length;) {
-      let end = Math.min(i + PIECE_UNITS, text.length);
-      // Never cut between the halves of a surrogate pair.
-      const c = text.charCodeAt(end - 1);
-      if (end < text.length && c >= 0xd800 && c <= 0xdbff) end--;
-      pieces.push(text.slice(i, end));
-      i = end;
-    }
-    const id = 'p' + state.nextChunkSeq++;
-    pieces.forEach((data, seq) => {
-      state.ws.send(JSON.stringify({ type: 'tools:chunk', id, seq, count: pieces.length, size, data }));
-    });
-  }
-
-  // request sends a request and resolves with its reply (ok or not).
-  // onProgress receives the tools:progress messages under its id.
-  function request(msg, onProgress) {
-    if (!state.open) return Promise.resolve({ ok: false, error: { code: 'socket-closed', message: 'not connected to the bridge' } });
-    const id = msg.id !== undefined ? msg.id : state.nextId++;
-    msg.id = id;
-    return new Promise((resolve) => {
-      state.pending.set(msg.type + '#' + id, resolve);
-      if (onProgress) state.progress.set(id, onProgress);
-      send(msg);
-    });
-  }
-
-  function handle(msg) {
-    if (!msg || typeof msg !== 'object') return;
-    switch (msg.type) {
-      case 'tools:chunk':
-        onChunk(msg);
-        return;
-      case 'tools:progress': {
-        const f = state.progress.get(msg.id);
-        if (f) f(msg);
-        return;
-      }
-      case 'tools:closed':
-        onClosed(msg);
-        return;
-    }
-    const key = msg.type + '#' + msg.id;
-    const resolve = state.pending.get(key);
-    if (resolve) {
-      state.pending.delete(key);
-      if (msg.type !== 'tools:cancel') state.progress.delete(msg.id);
-      resolve(msg);
-    } else if (msg.ok === false) {
-      addError('The bridge refused a message: ' + errorText(msg));
-    }
-  }
-
-  function utf8Length(s) {
-    let n = 0;
-    for (let i = 0; i < s.length; i++) {
-      const c = s.charCodeAt(i);
-      if (c < 0x80) n += 1;
-      else if (c < 0x800) n += 2;
-      else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-        n += 4;
-        i++;
-      } else n += 3;
-    }
-    return n;
-  }
-
-  // onChunk reassembles tools:chunk sequences (PROTOCOL.md, Chunks).
-  function onChunk(m) {
-    if (m.ok === false) {
-      addError('The bridge refused chunk sequence ' + str(m.id) + ': ' + errorText(m));
-      return;
-    }
-    const id = str(m.id);
-    let s = state.chunksIn.get(id);
-    if (m.seq === 0 && !s) {
-      if (!Number.isInteger(m.count) || m.count < 1 || !Number.isInteger(m.size) || m.size < 0 || m.size > MAX_INBOUND_CHUNKED) {
-        addError('Dropped a chunked message from the bridge: bad count or size.');
-        return;
-      }
-      s = { count: m.count, size: m.size, next: 0, parts: [], units: 0 };
-      state.chunksIn.set(id, s);
-    }
-    if (!s || m.seq !== s.next || m.count !== s.count || m.size !== s.size || typeof m.data !== 'string') {
-      state.chunksIn.delete(id);
-      addError('Dropped a malformed chunk sequence ' + id + ' from the bridge.');
-      return;
-    }
-    s.parts.push(m.data);
-    s.units += m.data.length;
-    s.next++;
-    if (s.units > s.size) { // each UTF-16 unit is at least one UTF-8 byte
-      state.chunksIn.delete(id);
-      addError('Dropped chunk sequence ' + id + ': larger than announced.');
-      return;
-    }
-    if (s.next < s.count) return;
-    state.chunksIn.delete(id);
-    const text = s.parts.join('');
-    if (utf8Length(text) !== s.size) {
-      addError('Dropped chunk sequence ' + id + ': its size does not match.');
-      return;
-    }
-    let msg;
-    try {
-      msg = JSON.parse(text);
-    } catch (e) {
-      addError('Dropped chunk sequence ' + id + ': not JSON.');
-      return;
-    }
-    handle(msg);
+  function errorOf(e) {
+    return e && e.message ? e.message : str(e);
   }
 
   function onClosed(msg) {
     const name = str(msg.server);
     addError(name + ' stopped: ' + str(msg.message));
+    const held = state.conns.get(name);
+    if (held) held.conn.close();
     state.conns.delete(name);
     renderServers();
     renderRunner();
@@ -322,11 +186,14 @@
   async function refreshServers() {
     if (!state.open || state.refreshing) return;
     state.refreshing = true;
-    const reply = await request({ type: 'tools:servers' });
-    state.refreshing = false;
-    if (!reply.ok) {
-      if (reply.error && reply.error.code !== 'socket-closed') addError('tools:servers: ' + errorText(reply));
+    let reply;
+    try {
+      reply = await state.client.status();
+    } catch (e) {
+      if (e.code !== 'socket-closed') addError('tools:servers: ' + errorOf(e));
       return;
+    } finally {
+      state.refreshing = false;
     }
     state.bridge = reply.bridge || {};
     state.user = str(reply.user);
@@ -335,7 +202,10 @@
     // A share this page holds that the bridge no longer reports is gone.
     for (const name of [...state.conns.keys()]) {
       const s = state.servers.find((x) => x.name === name);
-      if (!s || !s.connected) state.conns.delete(name);
+      if (!s || !s.connected) {
+        state.conns.get(name).conn.close();
+        state.conns.delete(name);
+      }
     }
     renderBridge();
     renderServers();
@@ -345,9 +215,11 @@
 
   // showSettings says where servers are configured (tools:openSettings).
   async function showSettings() {
-    const reply = await request({ type: 'tools:openSettings' });
     const p = byId('settings-files');
-    if (!reply.ok) {
+    let reply;
+    try {
+      reply = await state.client.settings();
+    } catch (e) {
       p.textContent = '';
       return;
     }
@@ -378,16 +250,17 @@
 
   function renderServers() {
     const box = byId('servers');
-    box.replaceChildren();
     if (!state.servers.length) {
-      box.append(el('p', { className: 'muted', text: state.open ? 'No servers are configured.' : 'Not connected to the bridge.' }));
+      morphChildren(box, [el('p', { className: 'muted', text: state.open ? 'No servers are configured.' : 'Not connected to the bridge.' })]);
       return;
     }
+    const cards = [];
     for (const s of state.servers) {
       const name = str(s.name);
       const starting = state.starting.get(name);
       const here = state.conns.has(name);
-      let st = str(s.state) || 'stopped';
+      // Without the socket, the last state seen is not known to hold.
+      let st = state.open ? str(s.state) || 'stopped' : 'unknown';
       if (starting && st === 'stopped') st = 'starting';
       const card = el('article', { className: 'server state-' + st.replace(/[^a-z]/g, ''), 'data-server': name });
       card.append(el('header', {},
@@ -425,7 +298,7 @@
       const buttons = el('div', { className: 'row buttons' });
       if (starting) {
         const b = el('button', { type: 'button', className: 'cancel-start', text: 'Cancel start' });
-        b.onclick = () => request({ type: 'tools:cancel', id: starting.id });
+        b.onclick = () => starting.abort.abort();
         buttons.append(b);
       } else if (here) {
         const use = el('button', { type: 'button', className: 'use', text: 'Use in runner' });
@@ -439,15 +312,15 @@
         buttons.append(c);
       }
       card.append(buttons);
-      box.append(card);
+      cards.push(card);
     }
+    morphChildren(box, cards);
   }
 
   function renderProblems() {
     const box = byId('problems');
-    box.replaceChildren();
     if (!state.problems.length) {
-      box.append(el('p', { className: 'muted', text: 'None.' }));
+      morphChildren(box, [el('p', { className: 'muted', text: 'None.' })]);
       return;
     }
     const ul = el('ul', { className: 'problems' });
@@ -457,39 +330,23 @@
         el('div', { className: 'problem-msg', text: str(p.message) }),
         el('div', { className: 'mono small muted', text: where + (p.server ? ' (server ' + str(p.server) + ')' : '') })));
     }
-    box.append(ul);
+    morphChildren(box, [ul]);
   }
 
   function renderErrors() {
     const ol = byId('errors');
-    ol.replaceChildren();
+    const items = [];
     for (let i = state.errors.length - 1; i >= 0; i--) {
       const e = state.errors[i];
-      ol.append(el('li', {},
+      items.push(el('li', {},
         el('time', { className: 'small muted', text: e.time.toLocaleTimeString() }), ' ',
         el('span', { className: 'error-text', text: e.text })));
     }
+    morphChildren(ol, items);
     byId('errors-empty').hidden = state.errors.length > 0;
   }
 
   // ---- confirmation and connect -------------------------------------------------
-
-  function approvalFor(fp) {
-    try {
-      return localStorage.getItem(APPROVAL_PREFIX + fp) || '';
-    } catch (e) {
-      return '';
-    }
-  }
-
-  function storeApproval(fp, approval) {
-    try {
-      if (approval) localStorage.setItem(APPROVAL_PREFIX + fp, approval);
-      else localStorage.removeItem(APPROVAL_PREFIX + fp);
-    } catch (e) {
-      addError('Cannot store the approval in this browser: ' + e);
-    }
-  }
 
   // confirm shows the server entry and resolves true if the person agrees.
   function confirmServer(s, reason) {
@@ -520,66 +377,54 @@
   async function connect(entry) {
     const name = str(entry.name);
     if (state.starting.has(name)) return;
-    let s = entry;
-    let reason = '';
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const fp = str(s.fingerprint);
-      const approval = approvalFor(fp);
-      const msg = { type: 'tools:connect', server: name, fingerprint: fp };
-      if (approval) msg.approval = approval;
-      else {
-        if (!(await confirmServer(s, reason))) return;
-        msg.confirmed = true;
-      }
-      msg.id = state.nextId++;
-      const starting = { id: msg.id, line: '' };
-      state.starting.set(name, starting);
-      renderServers();
-      const reply = await request(msg, (p) => {
-        if (p.message !== undefined) {
-          starting.line = str(p.message);
-          const line = document.querySelector('article.server[data-server="' + CSS.escape(name) + '"] .stderr-line');
-          if (line) line.textContent = starting.line;
-        }
+    const starting = { abort: new AbortController(), line: '' };
+    state.starting.set(name, starting);
+    renderServers();
+    let conn;
+    try {
+      conn = await state.client.connect(name, {
+        confirm: async (s, o) => {
+          state.starting.delete(name);
+          renderServers();
+          const yes = await confirmServer(s, o && o.reason);
+          if (yes) {
+            state.starting.set(name, starting);
+            renderServers();
+          }
+          return yes;
+        },
+        signal: starting.abort.signal,
+        onStarting: (line) => {
+          starting.line = line;
+          const el = document.querySelector('article.server[data-server="' + CSS.escape(name) + '"] .stderr-line');
+          if (el) el.textContent = line;
+        },
       });
+    } catch (e) {
       state.starting.delete(name);
       renderServers();
-      if (reply.ok) {
-        if (reply.approval) storeApproval(fp, str(reply.approval));
-        state.conns.set(name, {
-          fingerprint: str(reply.fingerprint) || fp,
-          serverInfo: reply.serverInfo || {},
-          protocolVersion: str(reply.protocolVersion),
-          tools: Array.isArray(reply.tools) ? reply.tools : [],
-        });
-        renderServers();
-        await refreshServers();
-        selectServer(name);
-        return;
-      }
-      const code = reply.error && reply.error.code;
-      if ((code === 'confirmation-required' || code === 'fingerprint-changed') && reply.error.server) {
-        // The stored receipt was refused (revoked, expired) or the entry
-        // changed: forget it and ask again with the current entry.
-        storeApproval(fp, '');
-        s = reply.error.server;
-        reason = code === 'fingerprint-changed'
-          ? 'This server\u2019s configuration changed since it was approved.'
-          : (approval ? 'The earlier approval is no longer valid.' : '');
-        continue;
-      }
-      addError(name + ': connect failed: ' + errorText(reply));
-      renderServers();
+      if (e.code !== 'declined' && e.code !== 'cancelled') addError(name + ': connect failed: ' + errorOf(e));
       refreshServers();
       return;
     }
+    state.starting.delete(name);
+    state.conns.set(name, { conn, tools: Array.isArray(conn.listing) ? conn.listing : [], serverInfo: { name: conn.serverName, version: conn.serverVersion } });
+    renderServers();
+    await refreshServers();
+    selectServer(name);
   }
 
   async function disconnect(name) {
     if (state.call && state.call.server === name) cancelCall();
-    const reply = await request({ type: 'tools:disconnect', server: name });
-    if (!reply.ok) addError(name + ': disconnect failed: ' + errorText(reply));
+    const held = state.conns.get(name);
     state.conns.delete(name);
+    if (held) {
+      try {
+        await held.conn.close();
+      } catch (e) {
+        addError(name + ': disconnect failed: ' + errorOf(e));
+      }
+    }
     renderServers();
     renderRunner();
     refreshServers();
@@ -810,59 +655,52 @@
   async function run() {
     const t = currentTool();
     const server = byId('runner-server').value;
-    if (!t || state.call) return;
+    const held = state.conns.get(server);
+    if (!t || !held || state.call) return;
     const args = parseArgs();
     if (!args) return;
-    const id = state.nextId++;
-    const call = { id, server, tool: str(t.name), cancelled: false };
+    const call = { server, tool: str(t.name), abort: new AbortController() };
     state.call = call;
     setCalling(true);
     byId('result').hidden = true;
     const status = byId('call-status');
     const bar = byId('call-progress');
     bar.removeAttribute('value'); // indeterminate until the first progress
+    bar.max = 1;
     byId('call-message').textContent = 'Running ' + toolLabel(t) + '…';
     status.hidden = false;
-    const pending = request({ type: 'tools:call', id, server, tool: call.tool, arguments: args }, (p) => {
-      if (state.call !== call) return;
-      const total = Number(p.total);
-      const progress = Number(p.progress);
-      if (total > 0 && Number.isFinite(progress)) {
-        bar.max = total;
-        bar.value = Math.min(progress, total);
-      }
-      byId('call-message').textContent = p.message !== undefined ? str(p.message) : (total > 0 ? progress + ' of ' + total : String(progress));
+    const pending = held.conn.call(call.tool, args, {
+      signal: call.abort.signal,
+      onProgress: (fraction, message) => {
+        if (state.call !== call) return;
+        if (fraction !== null) bar.value = fraction;
+        byId('call-message').textContent = message !== null ? message : (fraction !== null ? Math.round(fraction * 100) + '%' : 'Working…');
+      },
     });
     refreshServers(); // the server's card counts the call in flight
-    const reply = await pending;
+    const outcome = await pending;
     if (state.call === call) state.call = null;
     setCalling(false);
     status.hidden = true;
-    if (call.cancelled || (reply.error && reply.error.code === 'cancelled')) {
-      showCancelled(call, reply);
-      refreshServers();
-      return;
-    }
-    showResult(t, reply);
+    if (outcome.kind === 'cancelled') showCancelled(call);
+    else showResult(t, outcome);
     refreshServers();
   }
 
-  async function cancelCall() {
+  function cancelCall() {
     const call = state.call;
     if (!call) return;
-    call.cancelled = true;
     byId('call-message').textContent = 'Cancelling…';
     byId('cancel').disabled = true;
-    const reply = await request({ type: 'tools:cancel', id: call.id });
-    if (!reply.ok) addError('cancel: ' + errorText(reply));
+    call.abort.abort();
   }
 
-  function showCancelled(call, reply) {
+  function showCancelled(call) {
     const box = byId('result');
     resetResult();
     box.hidden = false;
     const e = byId('result-error');
-    e.textContent = 'Cancelled: ' + call.tool + ' was stopped' + (reply.error && reply.error.message ? ' (' + str(reply.error.message) + ')' : '') + '.';
+    e.textContent = 'Cancelled: ' + call.tool + ' was stopped before it finished.';
     e.hidden = false;
     box.dataset.outcome = 'cancelled';
   }
@@ -876,12 +714,9 @@
     byId('result-raw').textContent = '';
   }
 
-  // firstText is the first text content item, cut to MAX_TEXT characters.
-  function firstText(result) {
-    const c = result && Array.isArray(result.content) ? result.content : [];
-    const t = c.find((x) => x && x.type === 'text' && typeof x.text === 'string');
-    if (!t) return '';
-    return t.text.length > MAX_TEXT ? t.text.slice(0, MAX_TEXT) + '… (' + t.text.length + ' characters)' : t.text;
+  // cut shortens a text to MAX_TEXT characters.
+  function cut(text) {
+    return text.length > MAX_TEXT ? text.slice(0, MAX_TEXT) + '… (' + text.length + ' characters)' : text;
   }
 
   function fmt(n) {
@@ -896,29 +731,23 @@
     return '[' + [0, 3, 6].map((i) => '[' + cell.slice(i, i + 3).map(fmt).join(', ') + ']').join(', ') + '] Å';
   }
 
-  function showResult(t, reply) {
+  // showResult shows a call's outcome (the client module's: ok with the
+  // structured content and the summary text, or an error sentence).
+  function showResult(t, outcome) {
     const box = byId('result');
     resetResult();
     box.hidden = false;
     const e = byId('result-error');
-    if (!reply.ok) {
-      const code = reply.error && reply.error.code;
-      e.textContent = (code === 'server-failed' ? 'The server failed: ' : '') + errorText(reply);
+    if (!outcome.ok) {
+      e.textContent = cut(str(outcome.error));
       e.hidden = false;
-      box.dataset.outcome = 'error';
-      addError(state.conns.size ? str(t.name) + ': ' + errorText(reply) : errorText(reply));
-      return;
-    }
-    const r = reply.result || {};
-    if (r.isError) {
-      e.textContent = firstText(r) || 'The tool reported an error without a message.';
-      e.hidden = false;
-      box.dataset.outcome = 'tool-error';
+      box.dataset.outcome = outcome.kind === 'tool-error' ? 'tool-error' : 'error';
+      addError(str(t.name) + ': ' + str(outcome.error));
       return;
     }
     box.dataset.outcome = 'ok';
-    byId('result-text').textContent = firstText(r);
-    const sc = r.structuredContent;
+    byId('result-text').textContent = cut(str(outcome.summary));
+    const sc = outcome.result;
     const st = sc && typeof sc === 'object' ? sc.structure : null;
     const dl = byId('result-summary');
     if (!st || typeof st !== 'object') {
@@ -1070,6 +899,7 @@
   // ---- start -----------------------------------------------------------------
 
   function start() {
+    state.client = client.createBridge(socketURL(), { onStatus, onServerClosed: onClosed });
     byId('reconnect').onclick = openSocket;
     byId('refresh').onclick = refreshServers;
     byId('runner-server').onchange = () => renderRunner();
@@ -1084,4 +914,4 @@
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
   else start();
-})();
+}

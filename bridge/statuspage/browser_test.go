@@ -79,6 +79,7 @@ func buildBridge(t *testing.T, dir string) string {
 type runningBridge struct {
 	addr, token string
 	keyFile     string // the approval signing key
+	pid         int    // a scenario may stop it (SIGTERM) to see the page say so
 	stderr      *bytes.Buffer
 }
 
@@ -131,7 +132,7 @@ func startBridge(t *testing.T, bin string, servers map[string]any) *runningBridg
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if b, err := os.ReadFile(readyFile); err == nil && strings.HasSuffix(string(b), "\n") {
-			return &runningBridge{addr: strings.TrimSpace(string(b)), token: token, stderr: &stderr,
+			return &runningBridge{addr: strings.TrimSpace(string(b)), token: token, stderr: &stderr, pid: cmd.Process.Pid,
 				keyFile: filepath.Join(dir, "data", "megane-jupyter-bridge", "receipt.key")}
 		}
 		select {
@@ -343,6 +344,53 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("stable_updates", func(t *testing.T) {
+		b := startBridge(t, bin, only("demo-tools"))
+		var res struct {
+			Fingerprint string
+			Card        struct {
+				FocusKept         bool
+				Focused, Selected string
+			}
+			Args struct{ Value, Focused string }
+			pageHealth
+		}
+		scenario(t, env, "stable", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/")}, &res)
+		res.check(t)
+		if !res.Card.FocusKept {
+			t.Errorf("a server card's focused button lost its focus to a refresh (focus now on %q)", res.Card.Focused)
+		}
+		if res.Fingerprint == "" || res.Card.Selected != res.Fingerprint {
+			t.Errorf("the selected fingerprint %q became %q after refreshes", res.Fingerprint, res.Card.Selected)
+		}
+		if res.Args.Value != `{"count": 5, "note": "typed while updating"}` || res.Args.Focused != "args" {
+			t.Errorf("typing across refreshes: %+v", res.Args)
+		}
+	})
+
+	t.Run("tool_error_and_stop", func(t *testing.T) {
+		b := startBridge(t, bin, only("flaky"))
+		var res struct {
+			Outcome, Message, Errors string
+			Socket, Banner, Pills    string
+			pageHealth
+		}
+		scenario(t, env, "stopped", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/"), "BRIDGE_PID": strconv.Itoa(b.pid)}, &res)
+		res.check(t)
+		if res.Outcome != "tool-error" || res.Message != "simulated tool error" {
+			t.Errorf("a tool error shows as %q: %q", res.Outcome, res.Message)
+		}
+		if !strings.Contains(res.Errors, "toolerror: simulated tool error") {
+			t.Errorf("the tool error is not in Recent errors:\n%s", res.Errors)
+		}
+		if res.Socket != "bridge stopped" || !strings.Contains(res.Banner, "(1001): the bridge stopped") {
+			t.Errorf("after the bridge stopped: socket %q, banner %q", res.Socket, res.Banner)
+		}
+		if res.Pills != "unknown" {
+			t.Errorf("server states after the bridge stopped: %q, want unknown", res.Pills)
+		}
+	})
+
 	t.Run("confirmation", func(t *testing.T) {
 		b := startBridge(t, bin, only("demo-tools"))
 		type connectMsg struct {
@@ -433,6 +481,7 @@ func TestBrowser(t *testing.T) {
 				Visible    bool
 			}
 			ProgressFrames int
+			ModuleLoads    []string
 			Result         struct {
 				Outcome, Text, Legend    string
 				Summary                  map[string]string
@@ -467,6 +516,11 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("tools:call arguments %v", res.CallSent.Arguments)
 		}
 
+		// The runner's calls go through the client module, loaded with the token.
+		if len(res.ModuleLoads) != 1 || !strings.HasSuffix(res.ModuleLoads[0], "/megane/builder-tools/builder-tools-client.js?token="+b.token) {
+			t.Errorf("the page loaded the client module from %q, want once, beside the page, with the token", res.ModuleLoads)
+		}
+
 		// Progress was shown: the bar moved under the server's messages.
 		if res.ProgressFrames == 0 || len(res.Seen) == 0 {
 			t.Fatalf("no progress shown (%d progress frames, %d bar updates)", res.ProgressFrames, len(res.Seen))
@@ -474,11 +528,11 @@ func TestBrowser(t *testing.T) {
 		msgRE := regexp.MustCompile(`^placed \d+ of ` + strconv.Itoa(count) + ` atoms$`)
 		moved := false
 		for _, s := range res.Seen {
-			if s.Max != count || !s.Visible || !msgRE.MatchString(s.Message) {
-				t.Errorf("progress shown %+v: want max %d and the server's message", s, count)
+			if s.Max != 1 || !s.Visible || !msgRE.MatchString(s.Message) {
+				t.Errorf("progress shown %+v: want the fraction done (max 1) and the server's message", s)
 				break
 			}
-			if s.Value > 0 && s.Value < count {
+			if s.Value > 0 && s.Value < 1 {
 				moved = true
 			}
 		}

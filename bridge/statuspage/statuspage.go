@@ -1,6 +1,9 @@
-// Package statuspage owns the bridge's status page and tool runner: three
-// static files (index.html, app.js, style.css) embedded in the binary and the
-// http.Handler that serves them. The page shows what the bridge sees (its
+// Package statuspage owns the bridge's status page and tool runner, and the
+// page-side client module builder-tools-client.js: four static files
+// (index.html, app.js, style.css, builder-tools-client.js) embedded in the
+// binary and the http.Handler that serves them. The client module is what
+// any page (the Builder's Tools menu, the status page's runner) uses to get
+// its tool connections over the bridge. The page shows what the bridge sees (its
 // version, every configured server with its state, configuration problems,
 // recent errors) and runs tools, speaking only the public page protocol of
 // bridge/PROTOCOL.md over the WebSocket beside it ({dir}ws).
@@ -20,7 +23,7 @@ import (
 	"net/url"
 )
 
-//go:embed index.html app.js style.css
+//go:embed index.html app.js style.css builder-tools-client.js
 var files embed.FS
 
 // contentSecurityPolicy allows the page's own script and style, images from
@@ -31,14 +34,15 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 
 // handler serves the embedded files. It is read-only after Handler.
 type handler struct {
-	index *template.Template // index.html; its asset URLs carry the request's token
-	js    []byte
-	css   []byte
+	index  *template.Template // index.html; its asset URLs carry the request's token
+	js     []byte
+	css    []byte
+	client []byte // builder-tools-client.js
 }
 
 // Handler returns the page's handler. The bridge mounts it with the page
-// prefix stripped, so it answers "/" (and "/index.html"), "/app.js" and
-// "/style.css", to GET and HEAD only.
+// prefix stripped, so it answers "/" (and "/index.html"), "/app.js",
+// "/style.css" and "/builder-tools-client.js", to GET and HEAD only.
 //
 // In standalone mode the page is opened as .../?token=T and every request
 // must carry the token, so index.html's script and style URLs repeat the
@@ -52,9 +56,10 @@ func Handler() http.Handler {
 		return b
 	}
 	return &handler{
-		index: template.Must(template.New("index.html").Parse(string(read("index.html")))),
-		js:    read("app.js"),
-		css:   read("style.css"),
+		index:  template.Must(template.New("index.html").Parse(string(read("index.html")))),
+		js:     read("app.js"),
+		css:    read("style.css"),
+		client: read("builder-tools-client.js"),
 	}
 }
 
@@ -85,6 +90,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/app.js":
 		hd.Set("Content-Type", "text/javascript; charset=utf-8")
 		w.Write(h.js)
+	case "/builder-tools-client.js":
+		hd.Set("Content-Type", "text/javascript; charset=utf-8")
+		w.Write(h.client)
 	case "/style.css":
 		hd.Set("Content-Type", "text/css; charset=utf-8")
 		w.Write(h.css)

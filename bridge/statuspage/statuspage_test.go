@@ -43,10 +43,11 @@ func TestHandlerServesEmbeddedFiles(t *testing.T) {
 	cases := []struct {
 		target, contentType, contains string
 	}{
-		{"/", "text/html; charset=utf-8", `<script src="app.js" defer>`},
+		{"/", "text/html; charset=utf-8", `<script type="module" src="app.js">`},
 		{"/index.html", "text/html; charset=utf-8", `<link rel="stylesheet" href="style.css">`},
-		{"/app.js", "text/javascript; charset=utf-8", "tools:connect"},
+		{"/app.js", "text/javascript; charset=utf-8", "createBridge("},
 		{"/style.css", "text/css; charset=utf-8", "[hidden]"},
+		{"/builder-tools-client.js", "text/javascript; charset=utf-8", "export async function connectBridge("},
 	}
 	for _, c := range cases {
 		t.Run(c.target, func(t *testing.T) {
@@ -126,7 +127,7 @@ func TestHandlerRefuses(t *testing.T) {
 // page's script uses none of the DOM's HTML parsers, and loads nothing from
 // another origin.
 func TestNoHTMLSinks(t *testing.T) {
-	for _, name := range []string{"app.js", "index.html", "style.css"} {
+	for _, name := range []string{"app.js", "index.html", "style.css", "builder-tools-client.js"} {
 		b, err := files.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)

@@ -20,15 +20,50 @@ import (
 
 // configFlags are the flags shared by servers and doctor.
 type configFlags struct {
-	python  string
-	rootDir string
-	servers string
+	python     string
+	rootDir    string
+	servers    string
+	standalone bool // servers and doctor: what make run uses
 }
 
 func (c *configFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.python, "python", "", "the Jupyter server's Python (default: the interpreter of the jupyter script on PATH, else a python3 with traitlets)")
 	fs.StringVar(&c.rootDir, "root-dir", "", "the Jupyter server's root_dir, for ${workspaceFolder} (default: the working directory)")
 	fs.StringVar(&c.servers, "servers", "", "read a {\"mcpServers\": …} JSON file instead of Jupyter's configuration")
+}
+
+// registerStandalone adds --standalone (servers and doctor).
+func (c *configFlags) registerStandalone(fs *flag.FlagSet) {
+	fs.BoolVar(&c.standalone, "standalone", false, "describe what make run uses: its servers file (--servers, default "+makeRunServersFile+") with this binary as megane-jupyter-bridge, and no Jupyter")
+}
+
+// makeRunServersFile is the servers file of make run, relative to the
+// repository root.
+const makeRunServersFile = "etc/demo-servers.json"
+
+// standaloneSetup makes --standalone look at what make run runs: its
+// servers file, and this binary's directory first on PATH (make run puts
+// bin/ there), so that the file's "megane-jupyter-bridge" is this binary.
+func (c *configFlags) standaloneSetup() error {
+	if !c.standalone {
+		return nil
+	}
+	if c.servers == "" {
+		if _, err := os.Stat(makeRunServersFile); err != nil {
+			return usageError{"--standalone: " + makeRunServersFile + " (what make run uses) is not in the working directory: run from the repository root, or give --servers FILE"}
+		}
+		c.servers = makeRunServersFile
+	}
+	if bin, err := thisBinary(); err == nil {
+		os.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	return nil
+}
+
+// standaloneLine says what --standalone describes.
+func (c *configFlags) standaloneLine() string {
+	bin, _ := thisBinary()
+	return fmt.Sprintf("standalone (as make run): servers from %s, megane-jupyter-bridge is %s; no Jupyter, so its configuration, registration and servers are not consulted", c.servers, bin)
 }
 
 func (c *configFlags) load(ctx context.Context) (*jupyter.Config, error) {
@@ -58,15 +93,21 @@ type serversJSON struct {
 
 func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("servers", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var cf configFlags
 	cf.register(fs)
+	cf.registerStandalone(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	if err := parseFlags(fs, args, serversHelp, stdout, stderr); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{"servers takes no arguments"}
+	}
+	if err := cf.standaloneSetup(); err != nil {
+		return err
+	}
+	if cf.standalone && !*asJSON {
+		fmt.Fprintln(stdout, cf.standaloneLine())
 	}
 	cfg, err := cf.load(ctx)
 	if err != nil {
@@ -136,9 +177,8 @@ type installFlags struct {
 	absoluteURL             bool
 }
 
-func parseInstallFlags(name string, args []string, stderr io.Writer) (*installFlags, string, error) {
+func parseInstallFlags(name string, args []string, stdout, stderr io.Writer) (*installFlags, string, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	f := &installFlags{}
 	fs.BoolVar(&f.user, "user", false, "the user's config directory: JUPYTER_CONFIG_DIR, else ~/.jupyter (the default)")
 	fs.BoolVar(&f.sysPrefix, "sys-prefix", false, "{sys.prefix}/etc/jupyter of the Jupyter server's Python")
@@ -149,8 +189,12 @@ func parseInstallFlags(name string, args []string, stderr io.Writer) (*installFl
 		fs.BoolVar(&f.absoluteURL, "absolute-url", false, "register with absolute_url true (jupyter-server-proxy forwards whole paths); the bridge answers both modes")
 		fs.StringVar(&f.jupyterURL, "jupyter-url", "", "the Jupyter server serve asks for verdicts, e.g. https://hub.example.org{base_url} (needed under JupyterHub internal SSL)")
 	}
-	if err := fs.Parse(args); err != nil {
-		return nil, "", usageError{err.Error()}
+	h := installHelp
+	if name == "uninstall" {
+		h = uninstallHelp
+	}
+	if err := parseFlags(fs, args, h, stdout, stderr); err != nil {
+		return nil, "", err
 	}
 	if fs.NArg() > 0 {
 		return nil, "", usageError{name + " takes no arguments"}
@@ -190,7 +234,7 @@ func thisBinary() (string, error) {
 }
 
 func runInstall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, level, err := parseInstallFlags("install", args, stderr)
+	f, level, err := parseInstallFlags("install", args, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -230,7 +274,7 @@ func runInstall(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func runUninstall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, level, err := parseInstallFlags("uninstall", args, stderr)
+	f, level, err := parseInstallFlags("uninstall", args, stdout, stderr)
 	if err != nil {
 		return err
 	}

@@ -37,19 +37,25 @@ func (r *report) add(level, format string, a ...any) {
 
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var cf configFlags
 	cf.register(fs)
+	cf.registerStandalone(fs)
 	spawn := fs.Bool("spawn", false, "start each server, time initialize and tools/list, and check its tools against the Builder Tool Contract (as check does)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "with --spawn: how long each server may take to answer initialize and tools/list")
 	jupyterURL := fs.String("jupyter-url", "", "the Jupyter server to check (default: every server in Jupyter's runtime directory)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	if err := parseFlags(fs, args, doctorHelp, stdout, stderr); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{"doctor takes no arguments"}
 	}
+	if err := cf.standaloneSetup(); err != nil {
+		return err
+	}
 	r := &report{out: stdout}
+	if cf.standalone {
+		r.add("ok", "%s", cf.standaloneLine())
+	}
 	cfg, err := cf.load(ctx)
 	if err != nil {
 		r.add("error", "%v", err)

@@ -16,15 +16,18 @@ import (
 // running bridge notices the new key on its next check.
 func runApprovals(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "usage: megane-jupyter-bridge approvals reset [--key PATH]"
+	fs := flag.NewFlagSet("approvals reset", flag.ContinueOnError)
+	key := fs.String("key", "", "the receipt signing key (default: <Jupyter data dir>/megane-jupyter-bridge/receipt.key)")
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+		writeHelp(stdout, fs, approvalsHelp)
+		return errHelpShown
+	}
 	if len(args) == 0 || args[0] != "reset" {
 		fmt.Fprintln(stderr, usage)
 		return usageError{}
 	}
-	fs := flag.NewFlagSet("approvals reset", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	key := fs.String("key", "", "the receipt signing key (default: <Jupyter data dir>/megane-jupyter-bridge/receipt.key)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return usageError{}
+	if err := parseFlags(fs, args[1:], approvalsHelp, stdout, stderr); err != nil {
+		return err
 	}
 	if fs.NArg() != 0 {
 		fmt.Fprintln(stderr, usage)

@@ -24,13 +24,12 @@ import (
 // any finding is a fail.
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var cf configFlags
 	cf.register(fs)
 	asJSON := fs.Bool("json", false, "print the findings as a JSON array")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long starting a server, and each call, may take")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	if err := parseFlags(fs, args, checkHelp, stdout, stderr); err != nil {
+		return err
 	}
 	var entries []jupyter.Entry
 	var cfg *jupyter.Config

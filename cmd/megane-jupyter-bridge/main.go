@@ -97,7 +97,8 @@ func (e usageError) Error() string { return e.msg }
 const usage = `usage: megane-jupyter-bridge <command> [flags]
 
 commands:
-  serve        serve the Builder Tools WebSocket (started by jupyter-server-proxy, or --standalone)
+  serve        serve the Builder Tools WebSocket and the status page (started by
+               jupyter-server-proxy, or --standalone without Jupyter: make run)
   servers      print the tool servers the bridge would offer
   doctor       check a deployment and print one line per finding
   check        check tool servers against the Builder Tool Contract:
@@ -105,12 +106,23 @@ commands:
   install      register the bridge with jupyter-server-proxy
   uninstall    remove that registration
   approvals    "approvals reset" revokes every confirmation receipt
-  demo-tools   run the demo Builder tool server on stdin/stdout
+  demo-tools   the demo Builder tool server (MCP on stdin/stdout), which the
+               bridge starts for make run; not run by hand
   version      print the version, the commit and the Go version
+
+megane-jupyter-bridge <command> --help describes a command and its flags.
 `
 
 // run is the whole program; tests call it with their own arguments.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	err := dispatch(ctx, args, stdin, stdout, stderr)
+	if errors.Is(err, errHelpShown) {
+		return nil
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return usageError{}
@@ -134,6 +146,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "demo-tools":
 		return runDemoTools(ctx, rest, stdin, stdout, stderr)
 	case "version", "--version", "-version":
+		if len(args) > 1 && (args[1] == "-h" || args[1] == "--help" || args[1] == "-help") {
+			fmt.Fprintln(stdout, "usage: megane-jupyter-bridge version\n\nPrint the bridge's version, the commit it was built from and the Go version.")
+			return nil
+		}
 		printVersion(stdout)
 		return nil
 	case "help", "-h", "--help", "-help":

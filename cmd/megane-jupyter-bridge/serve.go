@@ -50,9 +50,25 @@ type serveConfig struct {
 	receiptKey   string
 }
 
-func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
+// serveHelp is serve --help.
+var serveHelp = commandHelp{
+	usage: "serve [flags]",
+	about: `Serve the Builder Tools WebSocket ({base_url}megane/builder-tools/ws), the status
+page and tool runner beside it, and builder-tools-client.js, the module pages
+use to reach it. jupyter-server-proxy starts it with the Jupyter server (see
+install); --standalone runs it without Jupyter, as make run does:
+  PATH=bin:$PATH bin/megane-jupyter-bridge serve --standalone --port 8765 \
+      --servers etc/demo-servers.json --token-file <Jupyter data dir>/megane-jupyter-bridge/standalone.token`,
+	groups: []flagGroup{
+		{"Where it listens (both modes)", []string{"port", "host", "unix-socket", "base-url"}},
+		{"Standalone (no Jupyter: make run)", []string{"standalone", "token-file", "token", "allow-host", "allow-origin"}},
+		{"With Jupyter (what jupyter-server-proxy starts)", []string{"jupyter-url", "allow-origin-pat", "root-dir", "python"}},
+		{"Admin", []string{"servers", "receipt-key", "log-level", "ready-file"}},
+	},
+}
+
+func parseServeFlags(args []string, stdout, stderr io.Writer) (*serveConfig, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	c := &serveConfig{}
 	fs.IntVar(&c.port, "port", 0, "TCP port to listen on, on 127.0.0.1 and ::1 (0: pick a free one)")
 	fs.StringVar(&c.host, "host", "", "listen on this address only (default: 127.0.0.1 and ::1)")
@@ -71,11 +87,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.python, "python", "", "the Jupyter server's Python, to read .py configuration (default: the parent Jupyter server's own, else searched on PATH; \"none\" to skip)")
 	fs.StringVar(&c.receiptKey, "receipt-key", "", "the confirmation receipts' signing key (default: <Jupyter data dir>/megane-jupyter-bridge/receipt.key)")
 	fs.StringVar(&c.jupyterURL, "jupyter-url", "", "the parent Jupyter server's URL (default: found from jpserver-<ppid>.json or JUPYTERHUB_SERVICE_URL)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, usageError{}
-		}
-		return nil, usageError{err.Error()}
+	if err := parseFlags(fs, args, serveHelp, stdout, stderr); err != nil {
+		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, usageError{fmt.Sprintf("serve: unexpected argument %q", fs.Arg(0))}
@@ -121,7 +134,7 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 var parentWatch child.WatchOptions
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, err := parseServeFlags(args, stderr)
+	c, err := parseServeFlags(args, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -266,9 +279,11 @@ func listen(c *serveConfig) ([]net.Listener, error) {
 
 func runDemoTools(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo-tools", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	if err := parseFlags(fs, args, demoToolsHelp, stdout, stderr); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"demo-tools takes no arguments"}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	return demotools.RunWithOptions(ctx, stdin, stdout, demotools.Options{Version: version, Logger: log})

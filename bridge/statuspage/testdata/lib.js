@@ -20,7 +20,8 @@ async function open(viewport) {
   const browser = await pw.chromium.launch({ executablePath: process.env.CHROMIUM, args: ARGS });
   const context = await browser.newContext({ viewport: viewport || { width: 1280, height: 900 } });
   const page = await context.newPage();
-  const rec = { sent: [], received: [], consoleErrors: [], pageErrors: [], sockets: 0 };
+  const rec = { sent: [], received: [], consoleErrors: [], pageErrors: [], sockets: 0, requests: [] };
+  page.on('requestfinished', (r) => rec.requests.push(r.url()));
   page.on('console', (m) => { if (m.type() === 'error') rec.consoleErrors.push(m.text()); });
   page.on('pageerror', (e) => rec.pageErrors.push(String(e)));
   page.on('websocket', (ws) => {

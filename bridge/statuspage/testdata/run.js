@@ -64,6 +64,7 @@ lib.main(async (track) => {
   return {
     prefilled, newSeedVisible, reseeded, toolOptions, callSent, seen,
     progressFrames: progressFrames.length, result,
+    moduleLoads: rec.requests.filter((u) => new URL(u).pathname.endsWith('/builder-tools-client.js')),
     consoleErrors: rec.consoleErrors, pageErrors: rec.pageErrors,
   };
 });

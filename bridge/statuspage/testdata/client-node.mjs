@@ -1,0 +1,134 @@
+// The client module in Node (>= 22) against the real bridge. The Go test
+// (TestClientModuleNode) starts the bridge, a TCP relay it can cut, and a
+// fake bridge that closes with each close code; this script reports what a
+// page author sees, as one JSON object on the last line of stdout.
+//
+//   BRIDGE_HTTP  http://host:port of the bridge    TOKEN  its token
+//   RELAY_WS     the socket URL through the relay  DROP   URL that cuts it
+//   FAKE_WS      ws://host:port of the fake bridge
+
+const env = process.env;
+const out = {};
+const call = (c, tool, args, o) => c.call(tool, args, Object.assign({ timeoutMs: 60000 }, o || {}));
+
+try {
+  // The module as the bridge serves it, imported unchanged.
+  const res = await fetch(env.BRIDGE_HTTP + '/megane/builder-tools/builder-tools-client.js?token=' + env.TOKEN);
+  out.served = { status: res.status, type: res.headers.get('content-type') };
+  const src = await res.text();
+  // The other path form (absolute_url false strips {base_url}megane).
+  const other = await fetch(env.BRIDGE_HTTP + '/builder-tools/builder-tools-client.js?token=' + env.TOKEN);
+  out.servedOther = { status: other.status, same: (await other.text()) === src };
+  out.servedNoToken = (await fetch(env.BRIDGE_HTTP + '/megane/builder-tools/builder-tools-client.js')).status;
+  const mod = await import('data:text/javascript;base64,' + Buffer.from(src).toString('base64'));
+
+  const memory = new Map();
+  const approvals = { get: (fp) => memory.get(fp) || '', set: (fp, v) => (v ? memory.set(fp, v) : memory.delete(fp)) };
+  const asked = [];
+  const confirm = async (s) => { asked.push({ name: s.name, fingerprint: s.fingerprint, commandLine: s.commandLine }); return true; };
+  const wsUrl = env.BRIDGE_HTTP.replace(/^http/, 'ws') + '/megane/builder-tools/ws';
+
+  try {
+    await mod.connectBridge(wsUrl, { token: 'not-the-token', backoff: { attempts: 1 } });
+    out.badToken = { connected: true };
+  } catch (e) {
+    out.badToken = { message: e.message, closeCode: e.closeCode };
+  }
+
+  const bridge = await mod.connectBridge(wsUrl, { token: env.TOKEN, approvals });
+  out.servers = (await bridge.servers()).map((s) => ({ name: s.name, fingerprint: s.fingerprint }));
+  try {
+    await bridge.connect('flaky');
+  } catch (e) {
+    out.noConfirm = { code: e.code, message: e.message };
+  }
+  try {
+    await bridge.connect('flaky', { confirm: async () => false });
+  } catch (e) {
+    out.declined = { code: e.code, message: e.message };
+  }
+  out.approvalsAfterDecline = memory.size;
+  try {
+    await bridge.connect('nonesuch', { confirm });
+  } catch (e) {
+    out.unknown = { code: e.code, message: e.message };
+  }
+  const conn = await bridge.connect('flaky', { confirm });
+  out.askedFirst = asked.slice();
+  out.conn = { serverName: conn.serverName, serverVersion: conn.serverVersion, listing: conn.listing.map((t) => t.name) };
+  out.echo = await call(conn, 'echo', { a: 1 });
+  out.toolError = await call(conn, 'toolerror', { tag: 'x' });
+  out.toolErrorKind = out.toolError.kind;
+  out.toolErrorKeys = Object.keys(out.toolError);
+  const progress = [];
+  out.slow = await call(conn, 'slow', { steps: 3, intervalMs: 1, tag: 'p' }, { onProgress: (f, m) => progress.push([f, m]) });
+  out.progress = progress;
+
+  const ac = new AbortController();
+  out.cancel = await call(conn, 'slow', { steps: 100000, intervalMs: 50 }, { signal: ac.signal, onProgress: () => ac.abort() });
+  out.afterCancel = await call(conn, 'echo', { b: 2 });
+  const pre = await call(conn, 'echo', { never: true }, { signal: AbortSignal.abort() });
+  out.preAborted = { error: pre.error, kind: pre.kind };
+  out.timeout = await call(conn, 'slow', { steps: 100000, intervalMs: 50 }, { timeoutMs: 400 });
+
+  const big = await call(conn, 'big', { bytes: 12 << 20, tag: 'B' }, { timeoutMs: 120000 });
+  out.big = { ok: big.ok, error: big.error, summary: big.summary, tag: big.result && big.result.tag, size: JSON.stringify(big.result || '').length };
+  const large = 'x'.repeat(6 << 20) + '\u00e9\u{1F600}';
+  const echoed = await call(conn, 'echo', { large }, { timeoutMs: 120000 });
+  out.largeArgs = { ok: echoed.ok, error: echoed.error, same: !!(echoed.result && echoed.result.echo && echoed.result.echo.large === large) };
+
+  // A second page with the Builder's parsers and the same receipts.
+  const asked2 = [];
+  const b2 = await mod.connectBridge(wsUrl, {
+    token: env.TOKEN, approvals,
+    parseTools: (tools) => tools.map((t) => t.name),
+    parseResult: (sc) => {
+      if (!sc || !('echo' in sc)) throw new Error('no echo field');
+      return sc.echo;
+    },
+  });
+  const c2 = await b2.connect('flaky', { confirm: async (s) => { asked2.push(s.name); return true; } });
+  out.secondAsked = asked2.length;
+  out.secondListing = c2.listing;
+  out.parsed = await call(c2, 'echo', { z: 1 });
+  out.invalid = await call(c2, 'slow', { steps: 1, intervalMs: 1 });
+  await c2.close();
+  out.afterConnClose = await call(c2, 'echo', {});
+  await b2.close();
+
+  // The socket drops during a call: the call fails clearly, the next one
+  // reconnects the socket and the server without asking again.
+  let statuses = [];
+  const b3 = await mod.connectBridge(env.RELAY_WS, { token: env.TOKEN, approvals, onStatus: (s) => statuses.push(s) });
+  const c3 = await b3.connect('flaky', { confirm });
+  let cut = null;
+  out.drop = await call(c3, 'slow', { steps: 100000, intervalMs: 50 }, {
+    onProgress: () => { if (!cut) cut = fetch(env.DROP); },
+  });
+  await cut;
+  out.afterDrop = await call(c3, 'echo', { c: 3 });
+  out.statuses = statuses;
+  out.askedTotal = asked.length;
+  await b3.close();
+  await bridge.close();
+  out.afterBridgeClose = await call(conn, 'echo', {});
+
+  // Every tools:closing code, from a fake bridge.
+  out.closing = {};
+  for (const code of [1001, 4400, 4401, 4403, 4408, 4503]) {
+    try {
+      await mod.connectBridge(env.FAKE_WS + '/closing/' + code, { backoff: { attempts: 1 } });
+      out.closing[code] = { connected: true };
+    } catch (e) {
+      out.closing[code] = { message: e.message, closeCode: e.closeCode };
+    }
+  }
+  // 4408 while a call is in flight.
+  const fake = await mod.connectBridge(env.FAKE_WS + '/midcall', { backoff: { attempts: 1 } });
+  const fc = await fake.connect('fake', { confirm: async () => true });
+  out.midcall = await call(fc, 'anything', {});
+  await fake.close();
+} catch (e) {
+  out.error = String(e && e.stack ? e.stack : e);
+}
+console.log(JSON.stringify(out));
