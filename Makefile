@@ -10,7 +10,7 @@ STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) 
 .PHONY: build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels
 
 build:
-	$(GO) build -o $(BIN) ./cmd/megane-jupyter-bridge
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/megane-jupyter-bridge  # -buildvcs=auto: stamp the commit even where GOFLAGS turns it off
 
 # One wheel per platform in DIST (README "Install"): the statically linked
 # binary (CGO_ENABLED=0, -trimpath) and the Python package that registers it

@@ -99,7 +99,7 @@ func build(ctx context.Context, platform, tmp string) (string, error) {
 		name += ".exe"
 	}
 	bin := filepath.Join(tmp, goos+"_"+goarch, name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, mainPackage)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=auto", "-o", bin, mainPackage)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = os.Stderr, &stderr
