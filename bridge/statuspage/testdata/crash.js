@@ -21,6 +21,10 @@ lib.main(async (track) => {
     lastError: document.querySelector(sel + ' .last-error pre').textContent,
     connectButton: !!document.querySelector(sel + ' button.connect'),
   }), lib.card('crashy'));
+  // The stderr pane, opened, survives the refreshes that keep it current.
+  await page.waitForSelector(lib.card('crashy') + ' .stderr-pane');
+  await page.click(lib.card('crashy') + ' .stderr-pane > summary');
+  const stderrPane = await page.textContent(lib.card('crashy') + ' .stderr-pane[open] pre');
   const errors = await page.locator('#errors').innerText();
   await lib.shot(page, 'crash-start');
 
@@ -36,7 +40,7 @@ lib.main(async (track) => {
   await page.waitForFunction((sel) => !document.querySelector(sel + ' .pill.ok'), lib.card('flaky'));
   await lib.shot(page, 'crash-call');
   return {
-    startingText, failed, errors, callOutcome, callError, errorsAfter, closed,
+    startingText, failed, stderrPane, errors, callOutcome, callError, errorsAfter, closed,
     progressDuringStart: rec.received.filter((m) => m.type === 'tools:progress').map((m) => m.message),
     consoleErrors: rec.consoleErrors, pageErrors: rec.pageErrors,
   };

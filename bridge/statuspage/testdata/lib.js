@@ -66,6 +66,11 @@ async function selectTool(page, server, tool) {
   await page.selectOption('#runner-tool', tool);
 }
 
+// advanced opens the raw JSON editor (the "Advanced" part of the runner).
+async function advanced(page) {
+  if (!(await page.evaluate(() => document.getElementById('advanced').open))) await page.click('#advanced > summary');
+}
+
 async function shot(page, name) {
   if (!process.env.SHOTS) return '';
   const file = path.join(process.env.SHOTS, name + '.png');
@@ -87,4 +92,4 @@ function main(fn) {
   });
 }
 
-module.exports = { open, connect, selectTool, shot, main, card, waitLoaded };
+module.exports = { open, connect, selectTool, shot, main, card, waitLoaded, advanced };

@@ -20,6 +20,7 @@ lib.main(async (track) => {
   })));
 
   const args = Object.assign({}, reseeded, { count: COUNT, seed: 12345, delayMs: 2000 });
+  await lib.advanced(page);
   await page.fill('#args', JSON.stringify(args, null, 2));
   // Record what the progress bar and its message show while the call runs.
   await page.evaluate(() => {
