@@ -264,7 +264,7 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
 
   function renderServers() {
     const box = byId('servers');
-    if (!state.servers.length) {
+    if (!state.servers.length && !state.problems.some((p) => p.server)) {
       morphChildren(box, [el('p', { className: 'muted', text: state.open ? 'No servers are configured.' : 'Not connected to the bridge.' })]);
       return;
     }

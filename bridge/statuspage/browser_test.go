@@ -79,6 +79,7 @@ func buildBridge(t *testing.T, dir string) string {
 type runningBridge struct {
 	addr, token string
 	keyFile     string // the approval signing key
+	serversFile string // the --servers file (a scenario may edit it)
 	pid         int    // a scenario may stop it (SIGTERM) to see the page say so
 	stderr      *bytes.Buffer
 }
@@ -133,7 +134,7 @@ func startBridge(t *testing.T, bin string, servers map[string]any) *runningBridg
 	for {
 		if b, err := os.ReadFile(readyFile); err == nil && strings.HasSuffix(string(b), "\n") {
 			return &runningBridge{addr: strings.TrimSpace(string(b)), token: token, stderr: &stderr, pid: cmd.Process.Pid,
-				keyFile: filepath.Join(dir, "data", "megane-jupyter-bridge", "receipt.key")}
+				keyFile: filepath.Join(dir, "data", "megane-jupyter-bridge", "receipt.key"), serversFile: serversFile}
 		}
 		select {
 		case err := <-exited:
@@ -361,6 +362,26 @@ func TestBrowser(t *testing.T) {
 			if !strings.Contains(v.Problems, "url must use https") || !strings.Contains(v.Problems, "servers.json") || !strings.Contains(v.Problems, "server bad") {
 				t.Errorf("page %d: problems do not name the entry, its file and the reason:\n%s", i, v.Problems)
 			}
+		}
+	})
+
+	t.Run("runtime_problem", func(t *testing.T) {
+		b := startBridge(t, bin, only("demo-tools"))
+		var res struct {
+			Before, Broken, Fixed string
+			ConnectButton         bool
+			pageHealth
+		}
+		scenario(t, env, "runtime", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/"), "SERVERS_FILE": b.serversFile}, &res)
+		res.check(t)
+		if res.Before != "stopped" {
+			t.Errorf("demo-tools was %q before the edit", res.Before)
+		}
+		if !strings.Contains(res.Broken, "url must use https") || !strings.Contains(res.Broken, "servers.json") || res.ConnectButton {
+			t.Errorf("after the edit the demo-tools card says (Connect offered: %v):\n%s", res.ConnectButton, res.Broken)
+		}
+		if strings.Contains(res.Fixed, "url must use https") || strings.Contains(res.Fixed, "not usable") {
+			t.Errorf("after the fix the card still shows the problem:\n%s", res.Fixed)
 		}
 	})
 
@@ -778,6 +799,7 @@ func TestBrowser(t *testing.T) {
 				ConnectButton    bool
 			}
 			StderrPane                                  string
+			StderrPaneOpenAfterRefresh                  bool
 			Errors, CallOutcome, CallError, ErrorsAfter string
 			Closed                                      []struct{ Server, Message string }
 			ProgressDuringStart                         []string
@@ -790,6 +812,9 @@ func TestBrowser(t *testing.T) {
 		}
 		if res.Failed.State != "failed" || !strings.Contains(res.Failed.LastError, "exited with status 3") || !strings.Contains(res.Failed.LastError, "fatal: boom") || !res.Failed.ConnectButton {
 			t.Errorf("after the crash: %+v", res.Failed)
+		}
+		if !res.StderrPaneOpenAfterRefresh {
+			t.Error("the opened stderr pane closed when the page refreshed")
 		}
 		if !strings.Contains(res.StderrPane, "loading models (1 of 3)\nfatal: boom") {
 			t.Errorf("the failed server's stderr pane shows %q", res.StderrPane)
