@@ -204,6 +204,18 @@ func (h pageHealth) check(t *testing.T) {
 // xssPayload is what the hostile test server puts in everything it names.
 const xssPayload = `<img src=x onerror="window.__pwned=1">`
 
+// needAxe fails (CI=true) or skips the test when axe-core is not installed
+// in .ci/node beside playwright-core.
+func needAxe(t *testing.T, env browserEnv) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(filepath.Dir(env.playwright), "axe-core", "axe.min.js")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("axe-core is not installed in .ci/node: %v", err)
+		}
+		t.Skipf("axe-core is not installed in .ci/node (npm ci --prefix .ci/node): %v", err)
+	}
+}
+
 // testServers returns the servers the scenarios use: the demo tool server
 // (the real binary's demo-tools), a server that fails while starting, a
 // well-behaved bridgetest server, a hostile one, and an entry that is a
@@ -610,6 +622,7 @@ func TestBrowser(t *testing.T) {
 			}
 			t.Skipf("the megane-reference fixtures are missing: %v", err)
 		}
+		needAxe(t, env)
 		b := startBridge(t, bin, only("demo-tools", "reference"))
 		var res struct {
 			AdvancedOpen, AdvancedOpenAtEnd               bool
@@ -631,10 +644,16 @@ func TestBrowser(t *testing.T) {
 			SolvateDocumentAtoms                          int
 			UnknownControl, UnknownError, UnknownOutcome  string
 			UnknownArgs                                   map[string]any
+			AxeLiquid, AxePolymer                         []string
 			pageHealth
 		}
 		scenario(t, env, "form", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/")}, &res)
 		res.check(t)
+		for name, v := range map[string][]string{"polymer_chain's form": res.AxePolymer, "liquid_box's form": res.AxeLiquid} {
+			if len(v) > 0 {
+				t.Errorf("axe-core: serious or critical violations in %s:\n%s", name, strings.Join(v, "\n"))
+			}
+		}
 		if res.AdvancedOpen || res.AdvancedOpenAtEnd {
 			t.Errorf("the raw JSON editor was opened (%v, %v): every tool must run from the form alone", res.AdvancedOpen, res.AdvancedOpenAtEnd)
 		}
@@ -689,13 +708,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("history_and_accessibility", func(t *testing.T) {
-		axePath := filepath.Join(filepath.Dir(env.playwright), "axe-core", "axe.min.js")
-		if _, err := os.Stat(axePath); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("axe-core is not installed in .ci/node: %v", err)
-			}
-			t.Skipf("axe-core is not installed in .ci/node (npm ci --prefix .ci/node): %v", err)
-		}
+		needAxe(t, env)
 		b := startBridge(t, bin, only("demo-tools", "crashy", "bad"))
 		var res struct {
 			AxeDialog, AxeAfterRun, AxeAfterReload   []string

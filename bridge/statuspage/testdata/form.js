@@ -75,6 +75,7 @@ lib.main(async (track) => {
   await page.fill(field(['monomer']) + ' textarea', MOLBLOCK);
   out.headOptions = await page.$$eval(field(['head']) + ' select option', (os) => os.map((o) => o.textContent));
   await page.selectOption(field(['tail']) + ' select', '1');
+  out.axePolymer = await lib.axe(page);
   out.polymerOutcome = await runAndWait();
   out.polymerArgs = lastCall().arguments;
   out.polymerAtoms = await page.textContent('#result-summary dd.atoms');
@@ -88,6 +89,7 @@ lib.main(async (track) => {
     await page.fill(field(['components', i, 'molecule']) + " input[aria-label$='SMILES']", smiles);
   }
   await page.fill(field(['components', 1, 'count']) + ' input', '20');
+  out.axeLiquid = await lib.axe(page);
   out.liquidOutcome = await runAndWait();
   out.liquidArgs = lastCall().arguments;
 

@@ -3,22 +3,7 @@
 // copies as JSON; progress and results are announced; the runner works from
 // the keyboard; axe-core finds no serious or critical violation.
 'use strict';
-const fs = require('fs');
-const path = require('path');
 const lib = require('./lib.js');
-
-const AXE = fs.readFileSync(path.join(path.dirname(process.env.PLAYWRIGHT_CORE), 'axe-core', 'axe.min.js'), 'utf8');
-
-// axe runs axe-core in the page and returns its serious and critical
-// violations as "rule: target" strings.
-async function axe(page) {
-  await page.evaluate(AXE);
-  return page.evaluate(async () => {
-    const r = await window.axe.run(document, { resultTypes: ['violations'] });
-    return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
-      .flatMap((v) => v.nodes.map((n) => v.id + ': ' + n.target.join(' ') + ' (' + v.help + ')'));
-  });
-}
 
 lib.main(async (track) => {
   const { browser, context, page, rec } = await lib.open({ width: 1280, height: 1000 });
@@ -27,7 +12,7 @@ lib.main(async (track) => {
   const out = {};
   await page.click(lib.card('demo-tools') + ' button.connect');
   await page.waitForSelector('dialog#confirm[open]');
-  out.axeDialog = await axe(page);
+  out.axeDialog = await lib.axe(page);
   await page.click('#confirm-yes');
   await page.waitForSelector(lib.card('demo-tools') + ' .pill.ok');
   await lib.selectTool(page, 'demo-tools', 'crystal');
@@ -88,7 +73,7 @@ lib.main(async (track) => {
   const copied = JSON.parse(await page.evaluate(() => navigator.clipboard.readText()));
   out.copiedAtoms = copied.structure.elements.length;
   out.shownAtoms = await page.textContent('#result-summary dd.atoms');
-  out.axeAfterRun = await axe(page);
+  out.axeAfterRun = await lib.axe(page);
   await lib.shot(page, 'history-1');
 
   // A reload: the history is still there; Run again from it, by keyboard.
@@ -108,7 +93,7 @@ lib.main(async (track) => {
   out.rerunArgs = calls[calls.length - 1].arguments;
   out.rerunTool = calls[calls.length - 1].tool || calls[calls.length - 1].name;
   out.historyAfterRerun = await page.$$eval('#history li.run', (ls) => ls.map((l) => l.querySelector('strong').textContent + ' ' + l.querySelector('.pill.outcome').textContent));
-  out.axeAfterReload = await axe(page);
+  out.axeAfterReload = await lib.axe(page);
   await lib.shot(page, 'history-2');
   return Object.assign(out, { consoleErrors: rec.consoleErrors, pageErrors: rec.pageErrors });
 });
