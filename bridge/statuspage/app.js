@@ -882,6 +882,7 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
       };
       return el('div', { className: 'row tight' }, inp, shown);
     }
+    if (w === 'cell') return cellControl(name, p, path, id);
     if (w === 'molecule') return moleculeControl(name, p, path, id);
     if (w === 'atom') return atomControl(p, path, id);
     if (w === 'document') return documentControl(path, id);
@@ -951,6 +952,35 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
         ...Object.entries(p.properties).map(([k, s]) => fieldFor(k, s, path.concat(k), root, req.includes(k), depth + 1)));
     }
     return jsonControl(path, id);
+  }
+
+  // cellControl: three lattice vectors (rows, Å) and the orthorhombic
+  // a, b, c shortcut that fills the diagonal.
+  function cellControl(name, p, path, id) {
+    const label = str(p.title) || name;
+    const box = el('div', { className: 'cell', id, role: 'group', 'aria-label': label + ' (Å)' });
+    const inputs = [];
+    for (let r = 0; r < 3; r++) {
+      const row = el('div', { className: 'row tight' }, el('span', { className: 'small muted', text: 'abc'[r] }));
+      for (let c = 0; c < 3; c++) {
+        const inp = numberInput(id + '-' + (3 * r + c), { type: 'number' }, path.concat(3 * r + c), { 'aria-label': label + ' vector ' + 'abc'[r] + ' ' + 'xyz'[c] });
+        inputs.push(inp);
+        row.append(inp);
+      }
+      row.append(el('span', { className: 'unit', text: 'Å' }));
+      box.append(row);
+    }
+    const abc = [0, 1, 2].map((i) => el('input', { type: 'number', className: 'num', step: 'any', min: 0, 'aria-label': label + ': orthorhombic ' + 'abc'[i] }));
+    const set = el('button', { type: 'button', className: 'cell-abc', text: 'Set orthorhombic a, b, c' });
+    set.onclick = () => {
+      const v = [0, 0, 0, 0, 0, 0, 0, 0, 0];
+      abc.forEach((inp, i) => { v[4 * i] = Number(inp.value) || 0; });
+      setAt(state.args, path, v);
+      v.forEach((x, i) => { inputs[i].value = String(x); });
+      changed(path);
+    };
+    box.append(el('div', { className: 'row tight' }, el('span', { className: 'small muted', text: 'or a, b, c:' }), ...abc, set));
+    return box;
   }
 
   // jsonControl edits one value the form cannot show as JSON text.

@@ -258,7 +258,9 @@ func testServers(t *testing.T, bin string) map[string]any {
 		FixtureCalls: map[string]string{"polymer_chain": filepath.Join(fixtures, "call-polymer_chain.json")},
 		Tools: []json.RawMessage{tool(map[string]any{"name": "future_widget", "description": "A widget from a later contract.",
 			"inputSchema": json.RawMessage(`{"type": "object", "properties": {"level": {"type": "integer", "minimum": 1, "maximum": 10,
-			  "x-megane-widget": "hologram", "title": "Level"}}, "required": ["level"]}`)})},
+			  "x-megane-widget": "hologram", "title": "Level"},
+			  "box": {"type": "array", "items": {"type": "number"}, "minItems": 9, "maxItems": 9, "x-megane-widget": "cell", "title": "Box"}},
+			  "required": ["level"]}`)})},
 	}
 	refJSON := strings.TrimPrefix(reference.Env(), bridgetest.EnvVar+"=")
 	modeJSON := strings.TrimPrefix(hostile.Env(), bridgetest.EnvVar+"=")
@@ -702,7 +704,8 @@ func TestBrowser(t *testing.T) {
 		if res.DocumentError != "Required." || res.SolvateOutcome != "ok" || res.SolvateDocumentAtoms != 62 {
 			t.Errorf("solvate: without a document %q; with the last result: %q, %d atoms sent", res.DocumentError, res.SolvateOutcome, res.SolvateDocumentAtoms)
 		}
-		if !strings.HasPrefix(res.UnknownControl, `<input type="number"`) || res.UnknownError != "Must be at most 10." || res.UnknownOutcome != "ok" || res.UnknownArgs["level"] != 3.0 {
+		if !strings.HasPrefix(res.UnknownControl, `<input type="number"`) || res.UnknownError != "Must be at most 10." || res.UnknownOutcome != "ok" || res.UnknownArgs["level"] != 3.0 ||
+			fmt.Sprint(res.UnknownArgs["box"]) != "[10 0 0 0 12 0 0 0 14]" {
 			t.Errorf("unknown widget: control %s, message %q, outcome %q, arguments %v", res.UnknownControl, res.UnknownError, res.UnknownOutcome, res.UnknownArgs)
 		}
 	})

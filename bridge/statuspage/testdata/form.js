@@ -110,6 +110,9 @@ lib.main(async (track) => {
   await page.fill(field(['level']) + ' input', '12');
   out.unknownError = await (async () => { await page.click('#run'); return page.textContent(field(['level']) + ' .field-error'); })();
   await page.fill(field(['level']) + ' input', '3');
+  // The cell widget's orthorhombic shortcut.
+  for (const [i, v] of [[0, '10'], [1, '12'], [2, '14']]) await page.fill(field(['box']) + ` input[aria-label$='orthorhombic ${'abc'[i]}']`, v);
+  await page.click(field(['box']) + ' button.cell-abc');
   out.unknownOutcome = await runAndWait();
   out.unknownArgs = lastCall().arguments;
   out.advancedOpenAtEnd = await page.evaluate(() => document.getElementById('advanced').open);
