@@ -649,6 +649,8 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
   // follows; editing the JSON rebuilds the form from it. Run validates the
   // object against the schema first and shows each message at its field.
 
+  const MOLECULE_PRESETS = [['water', 'O'], ['methane', 'C'], ['ethylene', 'C=C'], ['methanol', 'CO'], ['ethanol', 'CCO'],
+    ['acetone', 'CC(C)=O'], ['benzene', 'c1ccccc1'], ['toluene', 'Cc1ccccc1'], ['styrene', 'C=Cc1ccccc1'], ['carbon dioxide', 'O=C=O']];
   const UNITS = { angstrom: 'Å', degree: '°', 'g/cm3': 'g/cm³', kelvin: 'K', count: '' };
   const UNSUPPORTED = ['oneOf', 'anyOf', 'allOf', 'if', 'not'];
   let fieldSeq = 0;
@@ -1014,6 +1016,18 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
     smiles.value = str(v.smiles);
     const mol = el('textarea', { rows: 6, spellcheck: 'false', className: 'mono', placeholder: 'V2000 mol block', 'aria-label': (str(p.title) || name) + ' mol block' });
     mol.value = str(v.molblock);
+    // A few common molecules (this page has no Builder library to offer).
+    const preset = el('select', { className: 'preset', 'aria-label': (str(p.title) || name) + ': preset' },
+      el('option', { value: '', text: 'Preset…' }), ...MOLECULE_PRESETS.map(([n, sm]) => el('option', { value: n, text: n + ' (' + sm + ')' })));
+    preset.onchange = () => {
+      const hit = MOLECULE_PRESETS.find(([n]) => n === preset.value);
+      if (!hit) return;
+      nameIn.value = hit[0];
+      kindSel.value = 'smiles';
+      smiles.value = hit[1];
+      preset.value = '';
+      write();
+    };
     const err = el('div', { className: 'field-error', role: 'alert', hidden: true });
     const nameErr = el('div', { className: 'field-error', role: 'alert', hidden: true });
     const write = () => {
@@ -1036,7 +1050,7 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
     register(path.concat('name'), nameIn, nameErr);
     register(path.concat('structure'), kindSel.value === 'smiles' ? smiles : mol, err);
     kindSel.addEventListener('change', () => register(path.concat('structure'), kindSel.value === 'smiles' ? smiles : mol, err));
-    return el('div', { className: 'molecule', role: 'group' }, el('div', { className: 'row tight' }, nameIn, kindSel), nameErr, smiles, mol, err);
+    return el('div', { className: 'molecule', role: 'group' }, el('div', { className: 'row tight' }, nameIn, kindSel, preset), nameErr, smiles, mol, err);
   }
 
   // atomControl: a plain number until the molecule it names has a mol

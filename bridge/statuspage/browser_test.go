@@ -647,6 +647,7 @@ func TestBrowser(t *testing.T) {
 			UnknownControl, UnknownError, UnknownOutcome  string
 			UnknownArgs                                   map[string]any
 			AxeLiquid, AxePolymer                         []string
+			Solvent                                       map[string]any
 			pageHealth
 		}
 		scenario(t, env, "form", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/")}, &res)
@@ -700,6 +701,9 @@ func TestBrowser(t *testing.T) {
 		}
 		if res.LiquidArgs["shape"] != "cubic" || fmt.Sprint(res.LiquidArgs["aspect"]) != "[1 1 1]" {
 			t.Errorf("liquid_box defaults: %v", res.LiquidArgs)
+		}
+		if fmt.Sprint(res.Solvent) != "map[name:water smiles:O]" {
+			t.Errorf("the water preset sent solvent %v", res.Solvent)
 		}
 		if res.DocumentError != "Required." || res.SolvateOutcome != "ok" || res.SolvateDocumentAtoms != 62 {
 			t.Errorf("solvate: without a document %q; with the last result: %q, %d atoms sent", res.DocumentError, res.SolvateOutcome, res.SolvateDocumentAtoms)

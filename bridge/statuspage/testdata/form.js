@@ -95,12 +95,12 @@ lib.main(async (track) => {
 
   // solvate: the document is required; the last result can be used.
   await lib.selectTool(page, 'reference', 'solvate');
-  await page.fill(field(['solvent']) + ' input[type=text] >> nth=0', 'water');
-  await page.fill(field(['solvent']) + " input[aria-label$='SMILES']", 'O');
+  await page.selectOption(field(['solvent']) + ' select.preset', 'water');
   await page.click('#run');
   out.documentError = await page.textContent(field(['document']) + ' .field-error');
   await page.click(field(['document']) + ' button.use-result');
   out.solvateOutcome = await runAndWait();
+  out.solvent = lastCall().arguments.solvent;
   const doc = lastCall().arguments.document;
   out.solvateDocumentAtoms = doc && Array.isArray(doc.elements) ? doc.elements.length : -1;
 
