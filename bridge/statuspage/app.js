@@ -49,6 +49,13 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
     refreshTimer: 0,
     call: null, // {server, tool, abort (AbortController)}
     schemaFor: null, // {server, tool} the argument text was prefilled for
+    args: {}, // the arguments the form and the JSON editor edit
+    fields: new Map(), // path (JSON) -> {input, error} of the form's controls
+    lastStructure: null, // the last result's structure (a document input can use it)
+    history: [], // this browser's runs, newest first (localStorage)
+    rawResult: undefined, // the result the raw view shows
+    scene: null, // the structure the picture shows
+    view: null, // its view: {ay, ax (radians), zoom}
   };
 
   const byId = (id) => document.getElementById(id);
@@ -92,8 +99,10 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
   }
 
   function morph(x, y) {
-    for (const a of [...x.attributes]) if (!y.hasAttribute(a.name)) x.removeAttribute(a.name);
-    for (const a of y.attributes) if (x.getAttribute(a.name) !== a.value) x.setAttribute(a.name, a.value);
+    // A details element stays open or closed as the person left it.
+    const own = (a) => x.nodeName === 'DETAILS' && a.name === 'open';
+    for (const a of [...x.attributes]) if (!y.hasAttribute(a.name) && !own(a)) x.removeAttribute(a.name);
+    for (const a of y.attributes) if (x.getAttribute(a.name) !== a.value && !own(a)) x.setAttribute(a.name, a.value);
     if (x.onclick !== y.onclick) x.onclick = y.onclick;
     morphChildren(x, [...y.childNodes]);
   }
@@ -101,6 +110,11 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
   function str(v) {
     if (v === undefined || v === null) return '';
     return typeof v === 'string' ? v : JSON.stringify(v);
+  }
+
+  // announce tells screen readers what happened (a polite live region).
+  function announce(text) {
+    byId('announce').textContent = text;
   }
 
   function addError(text) {
@@ -250,7 +264,7 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
 
   function renderServers() {
     const box = byId('servers');
-    if (!state.servers.length) {
+    if (!state.servers.length && !state.problems.some((p) => p.server)) {
       morphChildren(box, [el('p', { className: 'muted', text: state.open ? 'No servers are configured.' : 'Not connected to the bridge.' })]);
       return;
     }
@@ -290,6 +304,14 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
           el('span', { className: 'spinner' }), 'Starting… ',
           el('span', { className: 'stderr-line mono', text: starting.line || '' })));
       }
+      const mine = state.problems.filter((p) => str(p.server) === name);
+      if (mine.length) card.append(problemList(mine));
+      const lines = Array.isArray(s.stderr) ? s.stderr.map(str) : [];
+      if (lines.length) {
+        card.append(el('details', { className: 'stderr-pane' },
+          el('summary', { className: 'small', text: 'stderr (' + lines.length + (lines.length === 1 ? ' line)' : ' lines)') }),
+          el('pre', { className: 'stderr', text: lines.join('\n') })));
+      }
       if (s.lastError) {
         card.append(el('div', { className: 'last-error' },
           el('strong', { text: 'Last error' }),
@@ -314,7 +336,27 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
       card.append(buttons);
       cards.push(card);
     }
+    // Entries that could not be used are listed too, with the reason.
+    const listed = new Set(state.servers.map((s) => str(s.name)));
+    const orphans = new Map();
+    for (const p of state.problems) {
+      const n = str(p.server);
+      if (n && !listed.has(n)) orphans.set(n, (orphans.get(n) || []).concat(p));
+    }
+    for (const [name, list] of orphans) {
+      cards.push(el('article', { className: 'server state-unusable', 'data-server': name },
+        el('header', {}, el('h3', { text: name }), el('span', { className: 'pill state', text: 'not usable' })),
+        problemList(list)));
+    }
     morphChildren(box, cards);
+  }
+
+  function problemList(list) {
+    return el('div', { className: 'card-problems', role: 'group', 'aria-label': 'Configuration problems' },
+      el('strong', { text: 'Configuration problem' + (list.length === 1 ? '' : 's') }),
+      el('ul', { className: 'problems' }, ...list.map((p) => el('li', {},
+        el('div', { className: 'problem-msg', text: str(p.message) }),
+        el('div', { className: 'mono small muted', text: [str(p.file), str(p.key)].filter(Boolean).join(' › ') })))));
   }
 
   function renderProblems() {
@@ -545,11 +587,12 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
     const key = server + '\u0000' + str(t.name);
     if (state.schemaFor !== key) {
       state.schemaFor = key;
-      byId('args').value = JSON.stringify(prefill(t), null, 2);
+      state.args = prefill(t);
+      byId('args').value = JSON.stringify(state.args, null, 2);
       byId('args-error').hidden = true;
+      buildForm(t);
     }
     byId('new-seed').hidden = seedProps(t).length === 0;
-    renderProps(t);
   }
 
   function resolveRef(schema, root, depth) {
@@ -563,7 +606,10 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
         cur = cur && typeof cur === 'object' ? cur[k] : undefined;
       }
       if (!cur || typeof cur !== 'object') return s;
-      s = cur;
+      // Keywords beside $ref (title, x-megane-widget, examples) apply too.
+      const rest = Object.assign({}, s);
+      delete rest.$ref;
+      s = Object.assign({}, cur, rest);
     }
     return s;
   }
@@ -587,30 +633,533 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
   // prefill builds the arguments from defaults, else first examples; a fresh
   // seed for seed widgets; never a document.
   function prefill(t) {
+    const root = t.inputSchema && typeof t.inputSchema === 'object' ? t.inputSchema : {};
     const args = {};
     for (const [k, p] of properties(t)) {
-      const w = p['x-megane-widget'];
-      if (w === 'document') continue;
-      if (w === 'seed') args[k] = freshSeed();
-      else if (Object.prototype.hasOwnProperty.call(p, 'default')) args[k] = p.default;
-      else if (Array.isArray(p.examples) && p.examples.length) args[k] = p.examples[0];
+      const v = initial(p, root);
+      if (v !== undefined) args[k] = v;
     }
     return args;
   }
 
-  function renderProps(t) {
-    const table = byId('args-props');
-    table.replaceChildren();
-    const root = t.inputSchema || {};
-    const req = Array.isArray(root.required) ? root.required.map(str) : [];
-    for (const [k, p] of properties(t)) {
-      const type = [str(p.type), p['x-megane-widget'] ? 'widget ' + str(p['x-megane-widget']) : '', p['x-megane-unit'] ? str(p['x-megane-unit']) : ''].filter(Boolean).join(', ');
-      table.append(el('tr', {},
-        el('th', { className: 'mono', text: k + (req.includes(k) ? ' *' : '') }),
-        el('td', {},
-          el('div', { text: [str(p.title), type ? '(' + type + ')' : ''].filter(Boolean).join(' ') }),
-          p.description ? el('div', { className: 'small muted', text: str(p.description) }) : null)));
+  // ---- forms from the schema (contract §4.1) ------------------------------------
+  //
+  // The form and the raw JSON editor (Advanced) edit one arguments object,
+  // state.args: a control writes its value at its path and the JSON text
+  // follows; editing the JSON rebuilds the form from it. Run validates the
+  // object against the schema first and shows each message at its field.
+
+  const MOLECULE_PRESETS = [['water', 'O'], ['methane', 'C'], ['ethylene', 'C=C'], ['methanol', 'CO'], ['ethanol', 'CCO'],
+    ['acetone', 'CC(C)=O'], ['benzene', 'c1ccccc1'], ['toluene', 'Cc1ccccc1'], ['styrene', 'C=Cc1ccccc1'], ['carbon dioxide', 'O=C=O']];
+  const UNITS = { angstrom: 'Å', degree: '°', 'g/cm3': 'g/cm³', kelvin: 'K', count: '' };
+  const UNSUPPORTED = ['oneOf', 'anyOf', 'allOf', 'if', 'not'];
+  let fieldSeq = 0;
+
+  function symbolOf(z) {
+    return Number.isInteger(z) && z >= 1 && z <= SYMBOLS.length ? SYMBOLS[z - 1] : '';
+  }
+
+  function elementOf(text) {
+    const t = String(text).trim();
+    if (/^\d+$/.test(t)) return Number(t);
+    const i = SYMBOLS.findIndex((s) => s.toLowerCase() === t.toLowerCase());
+    return i >= 0 ? i + 1 : NaN;
+  }
+
+  // molAtoms reads the atom block of a V2000 mol block: [symbol, …].
+  function molAtoms(molblock) {
+    if (typeof molblock !== 'string') return [];
+    const lines = molblock.split(/\r?\n/);
+    const n = parseInt((lines[3] || '').slice(0, 3), 10);
+    if (!(n > 0)) return [];
+    const out = [];
+    for (let i = 0; i < n && 4 + i < lines.length; i++) out.push((lines[4 + i].slice(31, 34) || '').trim() || '?');
+    return out;
+  }
+
+  function typeOf(p) {
+    return Array.isArray(p.type) ? p.type.find((x) => x !== 'null') : p.type;
+  }
+
+  function getAt(obj, path) {
+    let cur = obj;
+    for (const k of path) cur = cur !== null && typeof cur === 'object' ? cur[k] : undefined;
+    return cur;
+  }
+
+  function setAt(obj, path, v) {
+    let cur = obj;
+    for (let i = 0; i < path.length - 1; i++) {
+      const k = path[i];
+      if (cur[k] === null || typeof cur[k] !== 'object') cur[k] = typeof path[i + 1] === 'number' ? [] : {};
+      cur = cur[k];
     }
+    const last = path[path.length - 1];
+    if (v === undefined) {
+      if (Array.isArray(cur)) cur[last] = null;
+      else delete cur[last];
+    } else cur[last] = v;
+  }
+
+  const pathKey = (path) => JSON.stringify(path);
+
+  // initial is a property's pre-filled value: a fresh seed, else its
+  // default, else its first example; never a document.
+  function initial(p, root) {
+    const w = p['x-megane-widget'];
+    if (w === 'document') return undefined;
+    if (w === 'seed') return freshSeed();
+    if (Object.prototype.hasOwnProperty.call(p, 'default')) return structuredClone(p.default);
+    if (Array.isArray(p.examples) && p.examples.length) return structuredClone(p.examples[0]);
+    if (!w && typeOf(p) === 'array' && p.items) {
+      const it = resolveRef(p.items, root) || {};
+      if (typeOf(it) === 'object' && Number(p.minItems) > 0) {
+        return Array.from({ length: Number(p.minItems) }, () => initialObject(it, root));
+      }
+    }
+    return undefined;
+  }
+
+  function initialObject(s, root) {
+    const o = {};
+    for (const [k, v] of Object.entries(s.properties || {})) {
+      const val = initial(resolveRef(v, root) || {}, root);
+      if (val !== undefined) o[k] = val;
+    }
+    return o;
+  }
+
+  function unitLabel(p) {
+    const u = p['x-megane-unit'];
+    if (u === undefined) return '';
+    return Object.prototype.hasOwnProperty.call(UNITS, u) ? UNITS[u] : str(u);
+  }
+
+  // validate returns [{path, message}] for value against schema p.
+  function validate(p, v, path, root, out) {
+    p = resolveRef(p, root) || {};
+    const w = p['x-megane-widget'];
+    const t = typeOf(p);
+    if (v === undefined || v === null) return out;
+    if (w === 'molecule') {
+      if (!v || typeof v !== 'object' || Array.isArray(v)) out.push({ path, message: 'Give a molecule.' });
+      else {
+        if (!str(v.name).trim()) out.push({ path: path.concat('name'), message: 'Give the molecule a name.' });
+        if (!str(v.smiles).trim() && !str(v.molblock).trim()) out.push({ path: path.concat('structure'), message: 'Give a SMILES or a mol block.' });
+      }
+      return out;
+    }
+    if (w === 'document') {
+      if (typeof v !== 'object' || !Array.isArray(v.elements) || !Array.isArray(v.positions)) out.push({ path, message: 'The document must be a Structure: elements, positions, cell, bonds.' });
+      return out;
+    }
+    if (t === 'integer' || t === 'number') {
+      if (typeof v !== 'number' || !Number.isFinite(v)) return out.push({ path, message: 'Enter a number.' }), out;
+      if (t === 'integer' && !Number.isInteger(v)) out.push({ path, message: 'Enter a whole number.' });
+      const u = unitLabel(p) ? ' ' + unitLabel(p) : '';
+      if (typeof p.minimum === 'number' && v < p.minimum) out.push({ path, message: 'Must be at least ' + p.minimum + u + '.' });
+      if (typeof p.maximum === 'number' && v > p.maximum) out.push({ path, message: 'Must be at most ' + p.maximum + u + '.' });
+      if (typeof p.exclusiveMinimum === 'number' && v <= p.exclusiveMinimum) out.push({ path, message: 'Must be more than ' + p.exclusiveMinimum + u + '.' });
+      if (typeof p.exclusiveMaximum === 'number' && v >= p.exclusiveMaximum) out.push({ path, message: 'Must be less than ' + p.exclusiveMaximum + u + '.' });
+      if (typeof p.multipleOf === 'number' && p.multipleOf > 0 && Math.abs(v / p.multipleOf - Math.round(v / p.multipleOf)) > 1e-9) out.push({ path, message: 'Must be a multiple of ' + p.multipleOf + '.' });
+      return out;
+    }
+    if (t === 'string') {
+      if (typeof v !== 'string') return out.push({ path, message: 'Enter text.' }), out;
+      if (Array.isArray(p.enum) && !p.enum.includes(v)) out.push({ path, message: 'Choose one of ' + p.enum.map(str).join(', ') + '.' });
+      if (typeof p.maxLength === 'number' && [...v].length > p.maxLength) out.push({ path, message: 'At most ' + p.maxLength + ' characters.' });
+      if (typeof p.minLength === 'number' && [...v].length < p.minLength) out.push({ path, message: 'At least ' + p.minLength + ' characters.' });
+      return out;
+    }
+    if (t === 'boolean' && typeof v !== 'boolean') return out.push({ path, message: 'Must be true or false.' }), out;
+    if (t === 'array') {
+      if (!Array.isArray(v)) return out.push({ path, message: 'Must be a list.' }), out;
+      if (typeof p.minItems === 'number' && v.length < p.minItems) out.push({ path, message: 'Needs at least ' + p.minItems + (p.minItems === 1 ? ' item.' : ' items.') });
+      if (typeof p.maxItems === 'number' && v.length > p.maxItems) out.push({ path, message: 'At most ' + p.maxItems + ' items.' });
+      if (p.items) v.forEach((x, i) => (x === null ? out.push({ path: path.concat(i), message: 'Fill this in.' }) : validate(p.items, x, path.concat(i), root, out)));
+      return out;
+    }
+    if (t === 'object') {
+      if (typeof v !== 'object' || Array.isArray(v)) return out.push({ path, message: 'Must be an object.' }), out;
+      const req = Array.isArray(p.required) ? p.required : [];
+      for (const k of req) if (v[k] === undefined || v[k] === null || v[k] === '') out.push({ path: path.concat(k), message: 'Required.' });
+      for (const [k, s] of Object.entries(p.properties || {})) if (v[k] !== undefined) validate(s, v[k], path.concat(k), root, out);
+    }
+    return out;
+  }
+
+  // buildForm renders the current tool's form from state.args.
+  function buildForm(t) {
+    const form = byId('args-form');
+    state.fields = new Map();
+    const root = t.inputSchema && typeof t.inputSchema === 'object' ? t.inputSchema : {};
+    const req = Array.isArray(root.required) ? root.required.map(str) : [];
+    const rows = [];
+    for (const [k, p] of properties(t)) rows.push(fieldFor(k, p, [k], root, req.includes(k), 0));
+    if (!rows.length) rows.push(el('p', { className: 'muted small', text: 'This tool takes no arguments.' }));
+    form.replaceChildren(...rows);
+  }
+
+  // changed is called by a control after it wrote state.args.
+  function changed(path) {
+    const f = state.fields.get(pathKey(path));
+    if (f) showFieldError(f, '');
+    const ta = byId('args');
+    if (document.activeElement !== ta) ta.value = JSON.stringify(state.args, null, 2);
+  }
+
+  function showFieldError(f, message) {
+    f.error.textContent = message;
+    f.error.hidden = !message;
+    if (message) f.input.setAttribute('aria-invalid', 'true');
+    else f.input.removeAttribute('aria-invalid');
+  }
+
+  function register(path, input, error) {
+    state.fields.set(pathKey(path), { input, error });
+  }
+
+  // fieldFor builds one labelled control with its help and error line.
+  function fieldFor(name, p, path, root, required, depth) {
+    p = resolveRef(p, root) || {};
+    const id = 'f' + (++fieldSeq);
+    const title = str(p.title) || name;
+    const hasDefault = Object.prototype.hasOwnProperty.call(p, 'default');
+    const label = el('label', { for: id, className: 'field-label' }, title,
+      required ? el('span', { className: 'req', 'aria-hidden': 'true', text: ' *' }) : null,
+      !required && !hasDefault ? el('span', { className: 'muted small', text: ' (optional)' }) : null);
+    const help = p.description ? el('div', { className: 'small muted help', id: id + '-help', text: str(p.description) }) : null;
+    const error = el('div', { className: 'field-error', id: id + '-err', role: 'alert', hidden: true });
+    const control = controlFor(name, p, path, root, id, depth);
+    const input = control.querySelector('input, select, textarea') || control;
+    if (input.id !== id && !control.querySelector('#' + id)) label.removeAttribute('for');
+    if (required) input.setAttribute('aria-required', 'true');
+    input.setAttribute('aria-describedby', [help ? id + '-help' : '', id + '-err'].filter(Boolean).join(' '));
+    register(path, input, error);
+    return el('div', { className: 'field', 'data-path': pathKey(path), 'data-widget': str(p['x-megane-widget']) || typeOf(p) || '' }, label, control, help, error);
+  }
+
+  function numberInput(id, p, path, extra) {
+    const v = getAt(state.args, path);
+    const inp = el('input', { type: 'number', id, inputmode: 'decimal', className: 'num', ...extra });
+    if (typeof p.minimum === 'number') inp.min = p.minimum;
+    if (typeof p.maximum === 'number') inp.max = p.maximum;
+    inp.step = typeOf(p) === 'integer' ? (p.multipleOf || 1) : (p.multipleOf || 'any');
+    if (v !== undefined && v !== null) inp.value = String(v);
+    inp.oninput = () => {
+      const s = inp.value.trim();
+      setAt(state.args, path, s === '' ? undefined : (Number.isFinite(Number(s)) && !inp.validity.badInput ? Number(s) : s));
+      changed(path);
+    };
+    return inp;
+  }
+
+  function controlFor(name, p, path, root, id, depth) {
+    const w = p['x-megane-widget'];
+    const t = typeOf(p);
+    const cur = getAt(state.args, path);
+    if (w === 'seed') {
+      const inp = numberInput(id, { type: 'integer', minimum: 0 }, path);
+      const b = el('button', { type: 'button', className: 'seed-new', text: 'New seed', 'aria-label': 'New seed for ' + (str(p.title) || name) });
+      b.onclick = () => {
+        const s = freshSeed();
+        inp.value = String(s);
+        setAt(state.args, path, s);
+        changed(path);
+      };
+      return el('div', { className: 'row tight' }, inp, b);
+    }
+    if (w === 'element') {
+      const inp = el('input', { type: 'text', id, className: 'element', autocomplete: 'off', size: 6, placeholder: 'Fe or 26' });
+      const shown = el('span', { className: 'small muted element-other', 'aria-live': 'polite' });
+      const show = (z) => { shown.textContent = Number.isInteger(z) && symbolOf(z) ? symbolOf(z) + ', Z = ' + z : ''; };
+      if (Number.isInteger(cur)) inp.value = symbolOf(cur) || String(cur);
+      show(cur);
+      inp.oninput = () => {
+        const s = inp.value.trim();
+        const z = elementOf(s);
+        setAt(state.args, path, s === '' ? undefined : (Number.isFinite(z) ? z : s));
+        show(z);
+        changed(path);
+      };
+      return el('div', { className: 'row tight' }, inp, shown);
+    }
+    if (w === 'cell') return cellControl(name, p, path, id);
+    if (w === 'molecule') return moleculeControl(name, p, path, id);
+    if (w === 'atom') return atomControl(p, path, id);
+    if (w === 'document') return documentControl(path, id);
+    if (w === 'selection') {
+      const inp = el('input', { type: 'text', id, placeholder: 'atom indices, e.g. 0, 3, 7' });
+      if (Array.isArray(cur)) inp.value = cur.join(', ');
+      inp.oninput = () => {
+        const parts = inp.value.split(/[\s,]+/).filter(Boolean);
+        setAt(state.args, path, parts.length ? parts.map((x) => (/^\d+$/.test(x) ? Number(x) : x)) : undefined);
+        changed(path);
+      };
+      return inp;
+    }
+    // Any other widget (cell, or one this page does not know: §11) falls back
+    // to the plain control of its schema.
+    if (t === 'integer' || t === 'number') {
+      const inp = numberInput(id, p, path);
+      const u = unitLabel(p);
+      return u ? el('div', { className: 'row tight' }, inp, el('span', { className: 'unit', text: u })) : inp;
+    }
+    if (t === 'string' && Array.isArray(p.enum)) {
+      const sel = el('select', { id }, ...(Object.prototype.hasOwnProperty.call(p, 'default') ? [] : [el('option', { value: '', text: '—' })]),
+        ...p.enum.map((x) => el('option', { value: str(x), text: str(x) })));
+      sel.value = cur === undefined ? '' : str(cur);
+      sel.onchange = () => {
+        setAt(state.args, path, sel.value === '' ? undefined : sel.value);
+        changed(path);
+      };
+      return sel;
+    }
+    if (t === 'string') {
+      const inp = el('input', { type: 'text', id, maxlength: typeof p.maxLength === 'number' ? p.maxLength : undefined });
+      if (typeof cur === 'string') inp.value = cur;
+      inp.oninput = () => {
+        setAt(state.args, path, inp.value === '' ? undefined : inp.value);
+        changed(path);
+      };
+      return inp;
+    }
+    if (t === 'boolean') {
+      const inp = el('input', { type: 'checkbox', id });
+      inp.checked = cur === true;
+      inp.onchange = () => {
+        setAt(state.args, path, inp.checked);
+        changed(path);
+      };
+      return inp;
+    }
+    if (t === 'array' && p.items) {
+      const it = resolveRef(p.items, root) || {};
+      const n = p.minItems;
+      if ((typeOf(it) === 'number' || typeOf(it) === 'integer') && n === p.maxItems && n >= 1 && n <= 9) {
+        const box = el('div', { className: 'row tight vector', id, role: 'group' });
+        for (let i = 0; i < n; i++) {
+          const sub = numberInput(id + '-' + i, it, path.concat(i), { 'aria-label': (str(p.title) || name) + ' ' + (i + 1) + ' of ' + n });
+          box.append(sub);
+        }
+        const u = unitLabel(p) || unitLabel(it);
+        if (u) box.append(el('span', { className: 'unit', text: u }));
+        return box;
+      }
+      if (typeOf(it) === 'object' && depth === 0) return tableControl(name, p, it, path, root, id);
+    }
+    if (t === 'object' && p.properties && depth === 0 && !UNSUPPORTED.some((k) => p[k])) {
+      const req = Array.isArray(p.required) ? p.required : [];
+      return el('fieldset', { id, className: 'sub' }, el('legend', { className: 'small muted', text: str(p.title) || name }),
+        ...Object.entries(p.properties).map(([k, s]) => fieldFor(k, s, path.concat(k), root, req.includes(k), depth + 1)));
+    }
+    return jsonControl(path, id);
+  }
+
+  // cellControl: three lattice vectors (rows, Å) and the orthorhombic
+  // a, b, c shortcut that fills the diagonal.
+  function cellControl(name, p, path, id) {
+    const label = str(p.title) || name;
+    const box = el('div', { className: 'cell', id, role: 'group', 'aria-label': label + ' (Å)' });
+    const inputs = [];
+    for (let r = 0; r < 3; r++) {
+      const row = el('div', { className: 'row tight' }, el('span', { className: 'small muted', text: 'abc'[r] }));
+      for (let c = 0; c < 3; c++) {
+        const inp = numberInput(id + '-' + (3 * r + c), { type: 'number' }, path.concat(3 * r + c), { 'aria-label': label + ' vector ' + 'abc'[r] + ' ' + 'xyz'[c] });
+        inputs.push(inp);
+        row.append(inp);
+      }
+      row.append(el('span', { className: 'unit', text: 'Å' }));
+      box.append(row);
+    }
+    const abc = [0, 1, 2].map((i) => el('input', { type: 'number', className: 'num', step: 'any', min: 0, 'aria-label': label + ': orthorhombic ' + 'abc'[i] }));
+    const set = el('button', { type: 'button', className: 'cell-abc', text: 'Set orthorhombic a, b, c' });
+    set.onclick = () => {
+      const v = [0, 0, 0, 0, 0, 0, 0, 0, 0];
+      abc.forEach((inp, i) => { v[4 * i] = Number(inp.value) || 0; });
+      setAt(state.args, path, v);
+      v.forEach((x, i) => { inputs[i].value = String(x); });
+      changed(path);
+    };
+    box.append(el('div', { className: 'row tight' }, el('span', { className: 'small muted', text: 'or a, b, c:' }), ...abc, set));
+    return box;
+  }
+
+  // jsonControl edits one value the form cannot show as JSON text.
+  function jsonControl(path, id) {
+    const ta = el('textarea', { id, rows: 3, spellcheck: 'false', className: 'json-field' });
+    const cur = getAt(state.args, path);
+    ta.value = cur === undefined ? '' : JSON.stringify(cur, null, 2);
+    ta.oninput = () => {
+      let v;
+      try {
+        v = ta.value.trim() === '' ? undefined : JSON.parse(ta.value);
+      } catch (e) {
+        v = ta.value; // validation says it is not JSON
+      }
+      setAt(state.args, path, v);
+      changed(path);
+    };
+    return ta;
+  }
+
+  function moleculeControl(name, p, path, id) {
+    const cur = getAt(state.args, path);
+    const v = cur && typeof cur === 'object' ? cur : {};
+    const kind = v.molblock ? 'molblock' : 'smiles';
+    const nameIn = el('input', { type: 'text', id, placeholder: 'name, e.g. water', 'aria-label': (str(p.title) || name) + ' name' });
+    nameIn.value = str(v.name);
+    const kindSel = el('select', { 'aria-label': (str(p.title) || name) + ': given as' },
+      el('option', { value: 'smiles', text: 'SMILES' }), el('option', { value: 'molblock', text: 'Mol block (V2000, 3D)' }));
+    kindSel.value = kind;
+    const smiles = el('input', { type: 'text', className: 'mono', placeholder: 'SMILES, e.g. O', 'aria-label': (str(p.title) || name) + ' SMILES' });
+    smiles.value = str(v.smiles);
+    const mol = el('textarea', { rows: 6, spellcheck: 'false', className: 'mono', placeholder: 'V2000 mol block', 'aria-label': (str(p.title) || name) + ' mol block' });
+    mol.value = str(v.molblock);
+    // A few common molecules (this page has no Builder library to offer).
+    const preset = el('select', { className: 'preset', 'aria-label': (str(p.title) || name) + ': preset' },
+      el('option', { value: '', text: 'Preset…' }), ...MOLECULE_PRESETS.map(([n, sm]) => el('option', { value: n, text: n + ' (' + sm + ')' })));
+    preset.onchange = () => {
+      const hit = MOLECULE_PRESETS.find(([n]) => n === preset.value);
+      if (!hit) return;
+      nameIn.value = hit[0];
+      kindSel.value = 'smiles';
+      smiles.value = hit[1];
+      preset.value = '';
+      write();
+    };
+    const err = el('div', { className: 'field-error', role: 'alert', hidden: true });
+    const nameErr = el('div', { className: 'field-error', role: 'alert', hidden: true });
+    const write = () => {
+      smiles.hidden = kindSel.value !== 'smiles';
+      mol.hidden = kindSel.value !== 'molblock';
+      const o = { name: nameIn.value };
+      if (kindSel.value === 'smiles' && smiles.value.trim()) o.smiles = smiles.value.trim();
+      if (kindSel.value === 'molblock' && mol.value.trim()) o.molblock = mol.value;
+      const empty = !o.name && !o.smiles && !o.molblock;
+      setAt(state.args, path, empty ? undefined : o);
+      changed(path);
+      refreshAtoms();
+    };
+    smiles.hidden = kind !== 'smiles';
+    mol.hidden = kind !== 'molblock';
+    nameIn.oninput = write;
+    kindSel.onchange = write;
+    smiles.oninput = write;
+    mol.oninput = write;
+    register(path.concat('name'), nameIn, nameErr);
+    register(path.concat('structure'), kindSel.value === 'smiles' ? smiles : mol, err);
+    kindSel.addEventListener('change', () => register(path.concat('structure'), kindSel.value === 'smiles' ? smiles : mol, err));
+    return el('div', { className: 'molecule', role: 'group' }, el('div', { className: 'row tight' }, nameIn, kindSel, preset), nameErr, smiles, mol, err);
+  }
+
+  // atomControl: a plain number until the molecule it names has a mol
+  // block, then a list of that molecule's atoms.
+  function atomControl(p, path, id) {
+    const box = el('div', { className: 'atom', 'data-of': pathKey(path.slice(0, -1).concat(str(p['x-megane-of']))) });
+    const inp = numberInput(id, { type: 'integer', minimum: 0 }, path);
+    const sel = el('select', { 'aria-label': 'Atom of ' + str(p['x-megane-of']), hidden: true });
+    sel.onchange = () => {
+      inp.value = sel.value;
+      setAt(state.args, path, Number(sel.value));
+      changed(path);
+    };
+    const note = el('span', { className: 'small muted' });
+    box.append(el('div', { className: 'row tight' }, inp, sel, note));
+    box._update = () => {
+      const mol = getAt(state.args, JSON.parse(box.dataset.of));
+      const atoms = molAtoms(mol && mol.molblock);
+      if (!atoms.length) {
+        sel.hidden = true;
+        note.textContent = mol && mol.smiles ? '0-based index of an atom of the SMILES, as the server numbers them' : '';
+        return;
+      }
+      sel.replaceChildren(...atoms.map((s, i) => el('option', { value: String(i), text: i + ': ' + s })));
+      const v = getAt(state.args, path);
+      if (Number.isInteger(v) && v < atoms.length) sel.value = String(v);
+      sel.hidden = false;
+      note.textContent = atoms.length + ' atoms';
+    };
+    return box;
+  }
+
+  function refreshAtoms() {
+    for (const a of document.querySelectorAll('#args-form .atom')) if (a._update) a._update();
+  }
+
+  function documentControl(path, id) {
+    const box = el('div', { className: 'document' });
+    const cur = getAt(state.args, path);
+    const n = cur && Array.isArray(cur.elements) ? cur.elements.length : 0;
+    const say = el('span', { id, className: 'small', tabindex: '-1', text: cur ? 'A structure of ' + n + ' atoms.' : 'No document: this page has none open.' });
+    const use = el('button', { type: 'button', className: 'use-result', text: 'Use the last result' });
+    use.disabled = !state.lastStructure;
+    use.onclick = () => {
+      setAt(state.args, path, structuredClone(state.lastStructure));
+      changed(path);
+      say.textContent = 'The last result: ' + state.lastStructure.elements.length + ' atoms.';
+    };
+    box.append(el('div', { className: 'row tight' }, say, use), el('div', { className: 'small muted', text: 'Or paste a Structure into the arguments as JSON (Advanced).' }));
+    return box;
+  }
+
+  // tableControl edits an array of objects, one row per item.
+  function tableControl(name, p, it, path, root, id) {
+    const items = getAt(state.args, path);
+    const list = Array.isArray(items) ? items : [];
+    const props = Object.entries(it.properties || {});
+    const req = Array.isArray(it.required) ? it.required : [];
+    const box = el('div', { className: 'table-field', id, role: 'group' });
+    list.forEach((row, i) => {
+      const rowBox = el('fieldset', { className: 'table-row' }, el('legend', { className: 'small muted', text: (str(it.title) || 'Row') + ' ' + (i + 1) }));
+      for (const [k, s] of props) rowBox.append(fieldFor(k, s, path.concat(i, k), root, req.includes(k), 1));
+      const rm = el('button', { type: 'button', text: 'Remove', 'aria-label': 'Remove ' + (str(it.title) || 'row') + ' ' + (i + 1) });
+      rm.disabled = typeof p.minItems === 'number' && list.length <= p.minItems;
+      rm.onclick = () => {
+        list.splice(i, 1);
+        setAt(state.args, path, list);
+        changed(path);
+        buildForm(currentTool());
+      };
+      rowBox.append(rm);
+      box.append(rowBox);
+    });
+    const add = el('button', { type: 'button', className: 'add-row', text: 'Add ' + (str(it.title) || 'row').toLowerCase() });
+    add.disabled = typeof p.maxItems === 'number' && list.length >= p.maxItems;
+    add.onclick = () => {
+      list.push(initialObject(it, root));
+      setAt(state.args, path, list);
+      changed(path);
+      buildForm(currentTool());
+    };
+    box.append(add);
+    return box;
+  }
+
+  // checkForm validates state.args; it shows each message at its field (the
+  // rest under the form) and focuses the first. It reports whether all is well.
+  function checkForm(t) {
+    for (const f of state.fields.values()) showFieldError(f, '');
+    const root = t.inputSchema && typeof t.inputSchema === 'object' ? t.inputSchema : { type: 'object' };
+    const errs = validate(Object.assign({ type: 'object' }, root), state.args, [], root, []);
+    const loose = [];
+    let first = null;
+    for (const e of errs) {
+      let f = null;
+      for (let n = e.path.length; n > 0 && !f; n--) f = state.fields.get(pathKey(e.path.slice(0, n)));
+      if (f && f.error.hidden) {
+        showFieldError(f, e.message);
+        first = first || f.input;
+      } else if (!f) loose.push(e.path.join('.') + ': ' + e.message);
+    }
+    const err = byId('args-error');
+    if (errs.length) {
+      err.textContent = 'Check the arguments: ' + (errs.length === 1 ? 'one field needs' : errs.length + ' fields need') + ' attention.' + (loose.length ? ' ' + loose.join(' ') : '');
+      err.hidden = false;
+      if (first) first.focus();
+      return false;
+    }
+    return true;
   }
 
   function parseArgs() {
@@ -637,7 +1186,26 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
     const args = t && parseArgs();
     if (!args) return;
     for (const k of seedProps(t)) args[k] = freshSeed();
+    state.args = args;
     byId('args').value = JSON.stringify(args, null, 2);
+    buildForm(t);
+  }
+
+  // onArgsText follows the raw JSON editor: a valid object becomes the
+  // arguments and the form shows it.
+  function onArgsText() {
+    const t = currentTool();
+    if (!t) return;
+    let v;
+    try {
+      v = JSON.parse(byId('args').value);
+    } catch (e) {
+      return;
+    }
+    if (!v || typeof v !== 'object' || Array.isArray(v)) return;
+    state.args = v;
+    byId('args-error').hidden = true;
+    buildForm(t);
   }
 
   function resetArgs() {
@@ -659,7 +1227,10 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
     if (!t || !held || state.call) return;
     const args = parseArgs();
     if (!args) return;
-    const call = { server, tool: str(t.name), abort: new AbortController() };
+    state.args = args;
+    if (!checkForm(t)) return;
+    const call = { server, tool: str(t.name), abort: new AbortController(), started: performance.now() };
+    announce('Running ' + toolLabel(t) + '.');
     state.call = call;
     setCalling(true);
     byId('result').hidden = true;
@@ -684,6 +1255,10 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
     status.hidden = true;
     if (outcome.kind === 'cancelled') showCancelled(call);
     else showResult(t, outcome);
+    const kind = outcome.ok ? 'ok' : str(outcome.kind) || 'error';
+    const message = outcome.ok ? str(outcome.summary) : str(outcome.error);
+    record({ time: new Date().toISOString(), server, tool: call.tool, args, outcome: kind, message: message.slice(0, 300), ms: performance.now() - call.started });
+    announce(toolLabel(t) + (kind === 'ok' ? ' finished. ' : kind === 'cancelled' ? ' was cancelled.' : ' failed. ') + (kind === 'cancelled' ? '' : message.slice(0, 200)));
     refreshServers();
   }
 
@@ -712,6 +1287,9 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
     byId('result-figure').hidden = true;
     byId('result-raw').hidden = true;
     byId('result-raw').textContent = '';
+    byId('result-json').hidden = true;
+    state.scene = null;
+    byId('result-tree').replaceChildren();
   }
 
   // cut shortens a text to MAX_TEXT characters.
@@ -747,6 +1325,7 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
     }
     box.dataset.outcome = 'ok';
     byId('result-text').textContent = cut(str(outcome.summary));
+    if (outcome.result !== undefined) showTree(outcome.result);
     const sc = outcome.result;
     const st = sc && typeof sc === 'object' ? sc.structure : null;
     const dl = byId('result-summary');
@@ -760,6 +1339,7 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
     }
     const elements = Array.isArray(st.elements) ? st.elements : [];
     const positions = Array.isArray(st.positions) ? st.positions : [];
+    if (elements.length && positions.length === 3 * elements.length) state.lastStructure = st;
     kv(dl, 'Name', str(sc.name));
     kv(dl, 'Atoms', String(elements.length), 'atoms');
     kv(dl, 'Cell', describeCell(st.cell));
@@ -777,13 +1357,175 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
     if (positions.length === 3 * elements.length && elements.length) drawAtoms(elements, positions, st.cell);
   }
 
+  // ---- history of this page's runs (kept in localStorage) -------------------
+
+  const HISTORY_KEY = 'megane-bridge.runner.history';
+  const MAX_HISTORY = 100;
+  const MAX_HISTORY_ARGS = 64 * 1024; // characters of arguments kept per run
+
+  function loadHistory() {
+    try {
+      const v = JSON.parse(localStorage.getItem(HISTORY_KEY) || '[]');
+      return Array.isArray(v) ? v.filter((h) => h && typeof h === 'object') : [];
+    } catch (e) {
+      return [];
+    }
+  }
+
+  function saveHistory(list) {
+    try {
+      localStorage.setItem(HISTORY_KEY, JSON.stringify(list));
+    } catch (e) {
+      // Storage full or refused: the history of this page load still shows.
+    }
+  }
+
+  function record(entry) {
+    const text = JSON.stringify(entry.args);
+    if (text.length > MAX_HISTORY_ARGS) {
+      entry.args = null;
+      entry.argsNote = 'arguments of ' + text.length + ' characters were not kept';
+    }
+    state.history = [entry].concat(loadHistory()).slice(0, MAX_HISTORY);
+    saveHistory(state.history);
+    renderHistory();
+  }
+
+  function duration(ms) {
+    return ms < 1000 ? Math.round(ms) + ' ms' : (ms / 1000).toFixed(ms < 10000 ? 1 : 0) + ' s';
+  }
+
+  function renderHistory() {
+    const ol = byId('history');
+    const items = state.history.map((h, i) => {
+      const when = new Date(h.time);
+      const li = el('li', { className: 'run outcome-' + str(h.outcome), 'data-index': String(i) },
+        el('div', { className: 'row tight' },
+          el('time', { className: 'small muted', datetime: str(h.time), text: when.toLocaleDateString() + ' ' + when.toLocaleTimeString() }),
+          el('strong', { className: 'mono', text: str(h.server) + ' › ' + str(h.tool) }),
+          el('span', { className: 'pill outcome', text: str(h.outcome) }),
+          el('span', { className: 'small muted', text: duration(Number(h.ms) || 0) })),
+        h.message ? el('div', { className: 'small history-msg', text: str(h.message) }) : null,
+        el('details', { className: 'history-args' }, el('summary', { className: 'small', text: 'Arguments' }),
+          el('pre', { text: h.args ? JSON.stringify(h.args, null, 2) : str(h.argsNote) })));
+      const again = el('button', { type: 'button', className: 'rerun', text: 'Run again', 'aria-label': 'Run again: ' + str(h.tool) });
+      again.disabled = !h.args;
+      again.onclick = () => rerun(h, true);
+      const load = el('button', { type: 'button', className: 'load-args', text: 'Load arguments', 'aria-label': 'Load arguments: ' + str(h.tool) });
+      load.disabled = !h.args;
+      load.onclick = () => rerun(h, false);
+      li.append(el('div', { className: 'row tight' }, again, load));
+      return li;
+    });
+    morphChildren(ol, items);
+    byId('history-empty').hidden = state.history.length > 0;
+    byId('history-clear').hidden = state.history.length === 0;
+  }
+
+  // rerun puts a past run's tool and arguments into the runner (and runs
+  // them): its server must be connected from this page.
+  function rerun(h, go) {
+    const msg = byId('history-status');
+    const held = state.conns.get(str(h.server));
+    if (!held) {
+      msg.textContent = 'Connect ' + str(h.server) + ' first: its card is under Servers.';
+      return;
+    }
+    if (!held.tools.some((t) => str(t.name) === str(h.tool))) {
+      msg.textContent = str(h.server) + ' no longer lists ' + str(h.tool) + '.';
+      return;
+    }
+    if (state.call) {
+      msg.textContent = 'A call is running; wait for it or cancel it.';
+      return;
+    }
+    msg.textContent = '';
+    byId('runner-server').value = str(h.server);
+    renderRunner();
+    byId('runner-tool').value = str(h.tool);
+    renderTool();
+    state.args = structuredClone(h.args);
+    byId('args').value = JSON.stringify(state.args, null, 2);
+    buildForm(currentTool());
+    byId('runner-h').scrollIntoView({ block: 'start' });
+    if (go) run();
+    else byId('runner-tool').focus();
+  }
+
+  // ---- raw result: a collapsible JSON tree ----------------------------------
+
+  const TREE_PAGE = 200; // children shown per level before "more"
+
+  function treeNode(key, v) {
+    const label = key === null ? null : el('span', { className: 'jkey', text: key + ': ' });
+    if (v === null || typeof v !== 'object') {
+      const cls = v === null ? 'jnull' : typeof v === 'string' ? 'jstr' : typeof v === 'number' ? 'jnum' : 'jbool';
+      const text = typeof v === 'string' ? JSON.stringify(v.length > 2000 ? v.slice(0, 2000) + '…' : v) : String(v);
+      return el('li', { 'data-key': key }, label, el('span', { className: cls, text }));
+    }
+    const entries = Array.isArray(v) ? v.map((x, i) => [String(i), x]) : Object.entries(v);
+    const brief = Array.isArray(v) ? '[' + v.length + ']' : '{' + entries.length + '}';
+    const d = el('details', {}, el('summary', {}, label, el('span', { className: 'muted', text: brief })));
+    let filled = false;
+    d.addEventListener('toggle', () => {
+      if (!d.open || filled) return;
+      filled = true;
+      const ul = el('ul');
+      const more = (from) => {
+        for (const [k, x] of entries.slice(from, from + TREE_PAGE)) ul.append(treeNode(k, x));
+        if (entries.length > from + TREE_PAGE) {
+          const b = el('button', { type: 'button', className: 'small', text: 'Show ' + Math.min(TREE_PAGE, entries.length - from - TREE_PAGE) + ' more of ' + (entries.length - from - TREE_PAGE) });
+          b.onclick = () => { b.parentElement.remove(); more(from + TREE_PAGE); };
+          ul.append(el('li', {}, b));
+        }
+      };
+      more(0);
+      d.append(ul);
+    });
+    return el('li', { 'data-key': key }, d);
+  }
+
+  function showTree(value) {
+    state.rawResult = value;
+    const tree = byId('result-tree');
+    const root = treeNode(null, value);
+    tree.replaceChildren(root);
+    const top = root.querySelector('details');
+    if (top) top.open = true;
+    byId('result-json').hidden = value === undefined;
+    byId('copy-status').textContent = '';
+  }
+
+  async function copyResult() {
+    const text = JSON.stringify(state.rawResult, null, 2);
+    const say = byId('copy-status');
+    try {
+      await navigator.clipboard.writeText(text);
+      say.textContent = 'Copied the result (' + text.length + ' characters).';
+    } catch (e) {
+      say.textContent = 'Could not copy: ' + errorOf(e);
+    }
+  }
+
   // ---- picture -----------------------------------------------------------------
 
   function colorOf(z) {
     return COLORS[z] || 'hsl(' + ((z * 47) % 360) + ', 55%, 62%)';
   }
 
+  // drawAtoms shows a structure in the picture; paint draws it from the
+  // current view (state.view: two angles and a zoom), which dragging, the
+  // wheel and the keyboard (arrows, + and -, 0) change.
   function drawAtoms(elements, positions, cell) {
+    state.scene = { elements, positions, cell };
+    state.view = { ay: -0.6, ax: 0.45, zoom: 1 };
+    paint();
+    legendFor(elements);
+  }
+
+  function paint() {
+    if (!state.scene) return;
+    const { elements, positions, cell } = state.scene;
     const canvas = byId('result-canvas');
     const fig = byId('result-figure');
     fig.hidden = false;
@@ -797,14 +1539,37 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
     ctx.fillStyle = '#1b2230';
     ctx.fillRect(0, 0, cssW, cssH);
 
-    // A fixed oblique view: rotate about y, then about x.
-    const ay = -0.6;
-    const ax = 0.45;
+    // Rotate about y, then about x.
+    const ay = state.view.ay;
+    const ax = state.view.ax;
     const cy = Math.cos(ay);
     const sy = Math.sin(ay);
     const cx = Math.cos(ax);
     const sx = Math.sin(ax);
+    // The centre of the unrotated structure: the picture turns about it.
+    let c0 = [0, 0, 0];
+    {
+      const lo = [Infinity, Infinity, Infinity];
+      const hi = [-Infinity, -Infinity, -Infinity];
+      for (let i = 0; i < positions.length; i += 3) {
+        for (let k = 0; k < 3; k++) {
+          const v = positions[i + k];
+          if (v < lo[k]) lo[k] = v;
+          if (v > hi[k]) hi[k] = v;
+        }
+      }
+      if (Array.isArray(cell) && cell.length === 9 && cell.every(Number.isFinite)) {
+        for (let k = 0; k < 3; k++) {
+          lo[k] = Math.min(lo[k], 0, cell[k], cell[3 + k], cell[6 + k]);
+          hi[k] = Math.max(hi[k], cell[k] + cell[3 + k] + cell[6 + k]);
+        }
+      }
+      if (lo.every(Number.isFinite)) c0 = [0, 1, 2].map((k) => (lo[k] + hi[k]) / 2);
+    }
     const project = (x, y, z) => {
+      x -= c0[0];
+      y -= c0[1];
+      z -= c0[2];
       const x1 = cy * x + sy * z;
       const z1 = -sy * x + cy * z;
       const y2 = cx * y - sx * z1;
@@ -826,19 +1591,16 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
         corners.push(project(v[0], v[1], v[2]));
       }
     }
-    let minX = Infinity;
-    let maxX = -Infinity;
-    let minY = Infinity;
-    let maxY = -Infinity;
-    for (const p of pts.concat(corners)) {
-      minX = Math.min(minX, p[0]);
-      maxX = Math.max(maxX, p[0]);
-      minY = Math.min(minY, p[1]);
-      maxY = Math.max(maxY, p[1]);
-    }
+    // Fit a sphere around everything, so turning does not rescale.
+    let rad = 1e-6;
+    for (const p of pts.concat(corners)) rad = Math.max(rad, Math.hypot(p[0], p[1], p[2]));
+    const minX = -rad;
+    const maxX = rad;
+    const minY = -rad;
+    const maxY = rad;
     const pad = 16;
     const span = Math.max(maxX - minX, maxY - minY, 1e-6);
-    const scale = Math.min((cssW - 2 * pad) / Math.max(maxX - minX, 1e-6), (cssH - 2 * pad) / Math.max(maxY - minY, 1e-6));
+    const scale = state.view.zoom * Math.min((cssW - 2 * pad) / Math.max(maxX - minX, 1e-6), (cssH - 2 * pad) / Math.max(maxY - minY, 1e-6));
     const ox = (cssW - (maxX - minX) * scale) / 2 - minX * scale;
     const oy = (cssH - (maxY - minY) * scale) / 2 - minY * scale;
     // Atom radius: about a third of the mean spacing, within 1.5..9 px.
@@ -883,7 +1645,11 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
       }
     }
     ctx.globalAlpha = 1;
+    state.scene.stride = stride;
+  }
 
+  function legendFor(elements) {
+    const stride = state.scene.stride || 1;
     const counts = new Map();
     for (const z of elements) counts.set(z, (counts.get(z) || 0) + 1);
     const legend = byId('result-legend');
@@ -894,6 +1660,62 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
       legend.append(el('span', { className: 'legend-item' }, sw, (SYMBOLS[z - 1] || 'Z=' + z) + ' × ' + c));
     }
     if (stride > 1) legend.append(el('span', { className: 'muted', text: '(1 in ' + stride + ' atoms drawn)' }));
+  }
+
+  // turnable lets the picture be turned (drag, arrow keys) and zoomed
+  // (wheel, + and -); 0 or a double click resets the view.
+  function turnable(canvas) {
+    let drag = null;
+    let queued = false;
+    const redraw = () => {
+      if (queued) return;
+      queued = true;
+      requestAnimationFrame(() => {
+        queued = false;
+        paint();
+      });
+    };
+    const turn = (dy, dx) => {
+      if (!state.view) return;
+      state.view.ay += dy;
+      state.view.ax = Math.max(-Math.PI / 2, Math.min(Math.PI / 2, state.view.ax + dx));
+      redraw();
+    };
+    const zoom = (f) => {
+      if (!state.view) return;
+      state.view.zoom = Math.max(0.2, Math.min(20, state.view.zoom * f));
+      redraw();
+    };
+    canvas.addEventListener('pointerdown', (e) => {
+      drag = { x: e.clientX, y: e.clientY };
+      canvas.setPointerCapture(e.pointerId);
+    });
+    canvas.addEventListener('pointermove', (e) => {
+      if (!drag) return;
+      turn((e.clientX - drag.x) * 0.01, (e.clientY - drag.y) * 0.01);
+      drag = { x: e.clientX, y: e.clientY };
+    });
+    canvas.addEventListener('pointerup', () => { drag = null; });
+    canvas.addEventListener('pointercancel', () => { drag = null; });
+    canvas.addEventListener('wheel', (e) => {
+      e.preventDefault();
+      zoom(Math.exp(-e.deltaY * 0.0015));
+    }, { passive: false });
+    canvas.addEventListener('dblclick', () => {
+      if (state.view) Object.assign(state.view, { ay: -0.6, ax: 0.45, zoom: 1 });
+      redraw();
+    });
+    canvas.addEventListener('keydown', (e) => {
+      const step = 0.15;
+      const keys = {
+        ArrowLeft: () => turn(-step, 0), ArrowRight: () => turn(step, 0), ArrowUp: () => turn(0, -step), ArrowDown: () => turn(0, step),
+        '+': () => zoom(1.2), '=': () => zoom(1.2), '-': () => zoom(1 / 1.2),
+        0: () => { Object.assign(state.view, { ay: -0.6, ax: 0.45, zoom: 1 }); redraw(); },
+      };
+      if (!keys[e.key] || !state.view) return;
+      e.preventDefault();
+      keys[e.key]();
+    });
   }
 
   // ---- start -----------------------------------------------------------------
@@ -908,6 +1730,25 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
     byId('cancel').onclick = cancelCall;
     byId('new-seed').onclick = newSeed;
     byId('reset-args').onclick = resetArgs;
+    byId('copy-result').onclick = copyResult;
+    turnable(byId('result-canvas'));
+    byId('history-clear').onclick = () => {
+      state.history = [];
+      saveHistory([]);
+      renderHistory();
+      byId('history-status').textContent = 'History cleared.';
+    };
+    state.history = loadHistory();
+    renderHistory();
+    byId('args').oninput = onArgsText;
+    byId('args-form').onsubmit = (e) => e.preventDefault();
+    // Enter in a field runs the tool, as in any form.
+    byId('args-form').addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && e.target.tagName === 'INPUT' && e.target.type !== 'checkbox') {
+        e.preventDefault();
+        run();
+      }
+    });
     renderErrors();
     openSocket();
   }

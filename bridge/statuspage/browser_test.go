@@ -79,6 +79,7 @@ func buildBridge(t *testing.T, dir string) string {
 type runningBridge struct {
 	addr, token string
 	keyFile     string // the approval signing key
+	serversFile string // the --servers file (a scenario may edit it)
 	pid         int    // a scenario may stop it (SIGTERM) to see the page say so
 	stderr      *bytes.Buffer
 }
@@ -133,7 +134,7 @@ func startBridge(t *testing.T, bin string, servers map[string]any) *runningBridg
 	for {
 		if b, err := os.ReadFile(readyFile); err == nil && strings.HasSuffix(string(b), "\n") {
 			return &runningBridge{addr: strings.TrimSpace(string(b)), token: token, stderr: &stderr, pid: cmd.Process.Pid,
-				keyFile: filepath.Join(dir, "data", "megane-jupyter-bridge", "receipt.key")}
+				keyFile: filepath.Join(dir, "data", "megane-jupyter-bridge", "receipt.key"), serversFile: serversFile}
 		}
 		select {
 		case err := <-exited:
@@ -203,6 +204,18 @@ func (h pageHealth) check(t *testing.T) {
 // xssPayload is what the hostile test server puts in everything it names.
 const xssPayload = `<img src=x onerror="window.__pwned=1">`
 
+// needAxe fails (CI=true) or skips the test when axe-core is not installed
+// in .ci/node beside playwright-core.
+func needAxe(t *testing.T, env browserEnv) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(filepath.Dir(env.playwright), "axe-core", "axe.min.js")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("axe-core is not installed in .ci/node: %v", err)
+		}
+		t.Skipf("axe-core is not installed in .ci/node (npm ci --prefix .ci/node): %v", err)
+	}
+}
+
 // testServers returns the servers the scenarios use: the demo tool server
 // (the real binary's demo-tools), a server that fails while starting, a
 // well-behaved bridgetest server, a hostile one, and an entry that is a
@@ -236,15 +249,30 @@ func testServers(t *testing.T, bin string) map[string]any {
 			tool(map[string]any{"name": "badicon", "description": "An icon of a type that is not an image.", "icons": []map[string]string{{"src": "data:text/html,<script>window.__pwned=1</script>"}}}),
 		},
 	}
+	// The megane-reference tools as recorded (tools/list; polymer_chain's
+	// call), plus a tool with a widget no contract version defines (§11).
+	fixtures := bridgetest.FixtureDir()
+	reference := bridgetest.Mode{
+		Name:         "megane-builder-tools",
+		FixtureList:  filepath.Join(fixtures, "tools-list.json"),
+		FixtureCalls: map[string]string{"polymer_chain": filepath.Join(fixtures, "call-polymer_chain.json")},
+		Tools: []json.RawMessage{tool(map[string]any{"name": "future_widget", "description": "A widget from a later contract.",
+			"inputSchema": json.RawMessage(`{"type": "object", "properties": {"level": {"type": "integer", "minimum": 1, "maximum": 10,
+			  "x-megane-widget": "hologram", "title": "Level"},
+			  "box": {"type": "array", "items": {"type": "number"}, "minItems": 9, "maxItems": 9, "x-megane-widget": "cell", "title": "Box"}},
+			  "required": ["level"]}`)})},
+	}
+	refJSON := strings.TrimPrefix(reference.Env(), bridgetest.EnvVar+"=")
 	modeJSON := strings.TrimPrefix(hostile.Env(), bridgetest.EnvVar+"=")
 	plain := strings.TrimPrefix(bridgetest.Mode{Name: "flaky"}.Env(), bridgetest.EnvVar+"=")
 	return map[string]any{
 		"demo-tools": map[string]any{"command": bin, "args": []string{"demo-tools"}},
 		"crashy": map[string]any{"command": "/bin/sh", "args": []string{"-c",
 			`echo "loading models (1 of 3)" >&2; sleep 3; echo "fatal: boom" >&2; exit 3`}},
-		"flaky": map[string]any{"command": self, "args": []string{"-test.run=^$"}, "env": map[string]string{bridgetest.EnvVar: plain}},
-		"evil":  map[string]any{"command": self, "args": []string{"-test.run=^$"}, "env": map[string]string{bridgetest.EnvVar: modeJSON}},
-		"bad":   map[string]any{"url": "http://tools.example.org/mcp"},
+		"flaky":     map[string]any{"command": self, "args": []string{"-test.run=^$"}, "env": map[string]string{bridgetest.EnvVar: plain}},
+		"evil":      map[string]any{"command": self, "args": []string{"-test.run=^$"}, "env": map[string]string{bridgetest.EnvVar: modeJSON}},
+		"bad":       map[string]any{"url": "http://tools.example.org/mcp"},
+		"reference": map[string]any{"command": self, "args": []string{"-test.run=^$"}, "env": map[string]string{bridgetest.EnvVar: refJSON}},
 	}
 }
 
@@ -319,11 +347,18 @@ func TestBrowser(t *testing.T) {
 			var names []string
 			for _, s := range v.Servers {
 				names = append(names, s.Name)
+				if s.Name == "bad" {
+					// An entry that cannot be used is listed with its reason.
+					if s.State != "not usable" || !strings.Contains(s.Text, "url must use https") || !strings.Contains(s.Text, "servers.json") {
+						t.Errorf("page %d: the bad entry's card says %q:\n%s", i, s.State, s.Text)
+					}
+					continue
+				}
 				if s.State != "stopped" {
 					t.Errorf("page %d: %s is %q before any connect", i, s.Name, s.State)
 				}
 			}
-			if strings.Join(names, ",") != "crashy,demo-tools" {
+			if strings.Join(names, ",") != "crashy,demo-tools,bad" {
 				t.Errorf("page %d lists servers %q", i, names)
 			}
 			for _, s := range v.Servers {
@@ -341,6 +376,26 @@ func TestBrowser(t *testing.T) {
 			if !strings.Contains(v.Problems, "url must use https") || !strings.Contains(v.Problems, "servers.json") || !strings.Contains(v.Problems, "server bad") {
 				t.Errorf("page %d: problems do not name the entry, its file and the reason:\n%s", i, v.Problems)
 			}
+		}
+	})
+
+	t.Run("runtime_problem", func(t *testing.T) {
+		b := startBridge(t, bin, only("demo-tools"))
+		var res struct {
+			Before, Broken, Fixed string
+			ConnectButton         bool
+			pageHealth
+		}
+		scenario(t, env, "runtime", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/"), "SERVERS_FILE": b.serversFile}, &res)
+		res.check(t)
+		if res.Before != "stopped" {
+			t.Errorf("demo-tools was %q before the edit", res.Before)
+		}
+		if !strings.Contains(res.Broken, "url must use https") || !strings.Contains(res.Broken, "servers.json") || res.ConnectButton {
+			t.Errorf("after the edit the demo-tools card says (Connect offered: %v):\n%s", res.ConnectButton, res.Broken)
+		}
+		if strings.Contains(res.Fixed, "url must use https") || strings.Contains(res.Fixed, "not usable") {
+			t.Errorf("after the fix the card still shows the problem:\n%s", res.Fixed)
 		}
 	})
 
@@ -562,6 +617,155 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("forms", func(t *testing.T) {
+		if _, err := os.Stat(filepath.Join(bridgetest.FixtureDir(), "tools-list.json")); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("the megane-reference fixtures are missing: %v", err)
+			}
+			t.Skipf("the megane-reference fixtures are missing: %v", err)
+		}
+		needAxe(t, env)
+		b := startBridge(t, bin, only("demo-tools", "reference"))
+		var res struct {
+			AdvancedOpen, AdvancedOpenAtEnd               bool
+			GasLabels                                     []string
+			ElementShown, ElementOther, DensityUnit       string
+			CountError, CountInvalid, FocusedAfterError   string
+			SentWhileInvalid                              int
+			CountErrorAfterFix                            bool
+			GasOutcome, GasAtoms, CrystalOutcome          string
+			GasArgs, CrystalArgs, PolymerArgs, LiquidArgs map[string]any
+			MonomerName, MonomerSmiles                    string
+			RequiredMarks                                 []string
+			HeadPlain                                     bool
+			NameError                                     string
+			HeadOptions                                   []string
+			PolymerOutcome, PolymerAtoms, LiquidOutcome   string
+			RowsBefore                                    int
+			DocumentError, SolvateOutcome                 string
+			SolvateDocumentAtoms                          int
+			UnknownControl, UnknownError, UnknownOutcome  string
+			UnknownArgs                                   map[string]any
+			AxeLiquid, AxePolymer                         []string
+			Solvent                                       map[string]any
+			pageHealth
+		}
+		scenario(t, env, "form", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/")}, &res)
+		res.check(t)
+		for name, v := range map[string][]string{"polymer_chain's form": res.AxePolymer, "liquid_box's form": res.AxeLiquid} {
+			if len(v) > 0 {
+				t.Errorf("axe-core: serious or critical violations in %s:\n%s", name, strings.Join(v, "\n"))
+			}
+		}
+		if res.AdvancedOpen || res.AdvancedOpenAtEnd {
+			t.Errorf("the raw JSON editor was opened (%v, %v): every tool must run from the form alone", res.AdvancedOpen, res.AdvancedOpenAtEnd)
+		}
+		if strings.Join(res.GasLabels, "|") != "Element *|Atoms *|Density|Box length (optional)|Minimum distance|Seed *|Extra run time (ms)" {
+			t.Errorf("gas_box labels (required marks, optional without default): %q", res.GasLabels)
+		}
+		if res.ElementShown != "Ar" || res.ElementOther != "Ar, Z = 18" || res.DensityUnit != "g/cm³" {
+			t.Errorf("element shown %q (%q), density unit %q", res.ElementShown, res.ElementOther, res.DensityUnit)
+		}
+		if res.CountError != "Must be at least 1." || res.CountInvalid != "true" || res.FocusedAfterError != `["count"]` || res.SentWhileInvalid != 0 {
+			t.Errorf("count 0: message %q, aria-invalid %q, focus on %q, %d calls sent", res.CountError, res.CountInvalid, res.FocusedAfterError, res.SentWhileInvalid)
+		}
+		if res.CountErrorAfterFix {
+			t.Error("the count's message stayed after it was corrected")
+		}
+		if res.GasOutcome != "ok" || res.GasArgs["element"] != 10.0 || res.GasArgs["count"] != 40.0 || res.GasAtoms != "40" {
+			t.Errorf("gas_box from the form: %q, arguments %v, %q atoms", res.GasOutcome, res.GasArgs, res.GasAtoms)
+		}
+		if res.CrystalOutcome != "ok" || res.CrystalArgs["lattice"] != "bcc" || fmt.Sprint(res.CrystalArgs["repeats"]) != "[3 3 1]" || res.CrystalArgs["a"] != 3.615 {
+			t.Errorf("crystal from the form: %q, arguments %v", res.CrystalOutcome, res.CrystalArgs)
+		}
+		if res.MonomerName != "ethylene" || res.MonomerSmiles != "CC" || res.HeadPlain {
+			t.Errorf("polymer_chain's monomer pre-filled %q %q; head a list before a mol block: %v", res.MonomerName, res.MonomerSmiles, res.HeadPlain)
+		}
+		if strings.Join(res.RequiredMarks, ",") != "monomer,head,tail,seed" {
+			t.Errorf("required marks on %q", res.RequiredMarks)
+		}
+		if res.NameError != "Give the molecule a name." {
+			t.Errorf("a monomer without a name: %q", res.NameError)
+		}
+		if strings.Join(res.HeadOptions, ",") != "0: C,1: C,2: H" {
+			t.Errorf("head atom choices %q", res.HeadOptions)
+		}
+		mono, _ := res.PolymerArgs["monomer"].(map[string]any)
+		if res.PolymerOutcome != "ok" || res.PolymerAtoms != "62" || mono["name"] != "ethane" || !strings.Contains(fmt.Sprint(mono["molblock"]), "V2000") || mono["smiles"] != nil ||
+			res.PolymerArgs["head"] != 0.0 || res.PolymerArgs["tail"] != 1.0 || res.PolymerArgs["length"] != 10.0 {
+			t.Errorf("polymer_chain from the form: %q, %q atoms, arguments %v", res.PolymerOutcome, res.PolymerAtoms, res.PolymerArgs)
+		}
+		comps, _ := res.LiquidArgs["components"].([]any)
+		if res.RowsBefore != 1 || res.LiquidOutcome != "ok" || len(comps) != 2 || fmt.Sprint(comps) != "[map[count:100 molecule:map[name:water smiles:O]] map[count:20 molecule:map[name:ethanol smiles:CCO]]]" {
+			t.Errorf("liquid_box: %d rows at first, outcome %q, components %v", res.RowsBefore, res.LiquidOutcome, comps)
+		}
+		if res.LiquidArgs["shape"] != "cubic" || fmt.Sprint(res.LiquidArgs["aspect"]) != "[1 1 1]" {
+			t.Errorf("liquid_box defaults: %v", res.LiquidArgs)
+		}
+		if fmt.Sprint(res.Solvent) != "map[name:water smiles:O]" {
+			t.Errorf("the water preset sent solvent %v", res.Solvent)
+		}
+		if res.DocumentError != "Required." || res.SolvateOutcome != "ok" || res.SolvateDocumentAtoms != 62 {
+			t.Errorf("solvate: without a document %q; with the last result: %q, %d atoms sent", res.DocumentError, res.SolvateOutcome, res.SolvateDocumentAtoms)
+		}
+		if !strings.HasPrefix(res.UnknownControl, `<input type="number"`) || res.UnknownError != "Must be at most 10." || res.UnknownOutcome != "ok" || res.UnknownArgs["level"] != 3.0 ||
+			fmt.Sprint(res.UnknownArgs["box"]) != "[10 0 0 0 12 0 0 0 14]" {
+			t.Errorf("unknown widget: control %s, message %q, outcome %q, arguments %v", res.UnknownControl, res.UnknownError, res.UnknownOutcome, res.UnknownArgs)
+		}
+	})
+
+	t.Run("history_and_accessibility", func(t *testing.T) {
+		needAxe(t, env)
+		b := startBridge(t, bin, only("demo-tools", "crashy", "bad"))
+		var res struct {
+			AxeDialog, AxeAfterRun, AxeAfterReload   []string
+			AnnouncedStart, AnnouncedEnd, LiveRegion string
+			FirstArgs, HistoryArgs, RerunArgs        map[string]any
+			TreeTop, TreeStructure                   []string
+			CopiedAtoms                              int
+			ShownAtoms                               string
+			HistoryAfterReload, HistoryAfterRerun    []string
+			RerunWithoutServer, RerunTool            string
+			RerunSent                                int
+			TurnedByKey, ZoomedByWheel, TurnedByDrag bool
+			pageHealth
+		}
+		scenario(t, env, "history", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/")}, &res)
+		res.check(t)
+		for name, v := range map[string][]string{"the confirmation dialog": res.AxeDialog, "the page after a run": res.AxeAfterRun, "the page after a reload and a re-run": res.AxeAfterReload} {
+			if len(v) > 0 {
+				t.Errorf("axe-core: serious or critical violations on %s:\n%s", name, strings.Join(v, "\n"))
+			}
+		}
+		if res.FirstArgs["element"] != 29.0 || res.AnnouncedStart != "Running Crystal." || !strings.HasPrefix(res.AnnouncedEnd, "Crystal finished. Built a") || res.LiveRegion != "status polite" {
+			t.Errorf("keyboard run: arguments %v; announced %q then %q (region %q)", res.FirstArgs, res.AnnouncedStart, res.AnnouncedEnd, res.LiveRegion)
+		}
+		if !res.TurnedByKey || !res.ZoomedByWheel || !res.TurnedByDrag {
+			t.Errorf("the picture did not change: arrow key %v, wheel %v, drag %v", res.TurnedByKey, res.ZoomedByWheel, res.TurnedByDrag)
+		}
+		if strings.Join(res.TreeTop, ",") != "contract,name,structure,warnings,provenance" {
+			t.Errorf("the raw result tree's top level: %q", res.TreeTop)
+		}
+		if len(res.TreeStructure) < 3 || res.TreeStructure[0] != "elements: ["+res.ShownAtoms+"]" {
+			t.Errorf("the structure node opens to %q (%s atoms shown)", res.TreeStructure, res.ShownAtoms)
+		}
+		if strconv.Itoa(res.CopiedAtoms) != res.ShownAtoms {
+			t.Errorf("Copy JSON gave %d atoms, the page shows %s", res.CopiedAtoms, res.ShownAtoms)
+		}
+		if strings.Join(res.HistoryAfterReload, "|") != "demo-tools › crystal ok" || fmt.Sprint(res.HistoryArgs) != fmt.Sprint(res.FirstArgs) {
+			t.Errorf("history after a reload %q with arguments %v (sent %v)", res.HistoryAfterReload, res.HistoryArgs, res.FirstArgs)
+		}
+		if !strings.Contains(res.RerunWithoutServer, "Connect demo-tools first") {
+			t.Errorf("Run again before connecting says %q", res.RerunWithoutServer)
+		}
+		if res.RerunSent != 1 || res.RerunTool != "crystal" || fmt.Sprint(res.RerunArgs) != fmt.Sprint(res.FirstArgs) {
+			t.Errorf("Run again sent %d calls: %s %v, want crystal %v", res.RerunSent, res.RerunTool, res.RerunArgs, res.FirstArgs)
+		}
+		if strings.Join(res.HistoryAfterRerun, "|") != "demo-tools › crystal ok|demo-tools › crystal ok" {
+			t.Errorf("history after the re-run: %q", res.HistoryAfterRerun)
+		}
+	})
+
 	t.Run("cancel", func(t *testing.T) {
 		b := startBridge(t, bin, only("demo-tools"))
 		type frame struct {
@@ -614,6 +818,8 @@ func TestBrowser(t *testing.T) {
 				State, LastError string
 				ConnectButton    bool
 			}
+			StderrPane                                  string
+			StderrPaneOpenAfterRefresh                  bool
 			Errors, CallOutcome, CallError, ErrorsAfter string
 			Closed                                      []struct{ Server, Message string }
 			ProgressDuringStart                         []string
@@ -626,6 +832,12 @@ func TestBrowser(t *testing.T) {
 		}
 		if res.Failed.State != "failed" || !strings.Contains(res.Failed.LastError, "exited with status 3") || !strings.Contains(res.Failed.LastError, "fatal: boom") || !res.Failed.ConnectButton {
 			t.Errorf("after the crash: %+v", res.Failed)
+		}
+		if !res.StderrPaneOpenAfterRefresh {
+			t.Error("the opened stderr pane closed when the page refreshed")
+		}
+		if !strings.Contains(res.StderrPane, "loading models (1 of 3)\nfatal: boom") {
+			t.Errorf("the failed server's stderr pane shows %q", res.StderrPane)
 		}
 		if !strings.Contains(res.Errors, "crashy: connect failed: server-failed") || !strings.Contains(res.Errors, "fatal: boom") {
 			t.Errorf("recent errors:\n%s", res.Errors)

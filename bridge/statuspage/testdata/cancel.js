@@ -10,6 +10,7 @@ lib.main(async (track) => {
   await lib.connect(page, 'demo-tools', { confirm: true });
   await lib.selectTool(page, 'demo-tools', 'gas_box');
   const args = JSON.parse(await page.inputValue('#args'));
+  await lib.advanced(page);
   await page.fill('#args', JSON.stringify(Object.assign({}, args, { count: 100, delayMs: 60000 })));
   await page.click('#run');
   // Wait until the server is working on it (the first progress is shown).

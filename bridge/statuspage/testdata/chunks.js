@@ -26,6 +26,7 @@ lib.main(async (track) => {
 
   await lib.selectTool(page, 'flaky', 'atoms');
   const args = JSON.parse(await page.inputValue('#args'));
+  await lib.advanced(page);
   await page.fill('#args', JSON.stringify(Object.assign(args, { n: 400000 })));
   await page.click('#run');
   await page.waitForFunction(() => document.getElementById('result').dataset.outcome === 'ok' && !document.getElementById('result-figure').hidden, null, { timeout: 90000 });

@@ -21,6 +21,14 @@ lib.main(async (track) => {
     lastError: document.querySelector(sel + ' .last-error pre').textContent,
     connectButton: !!document.querySelector(sel + ' button.connect'),
   }), lib.card('crashy'));
+  // The stderr pane, opened, survives the refreshes that keep it current.
+  await page.waitForSelector(lib.card('crashy') + ' .stderr-pane');
+  await page.click(lib.card('crashy') + ' .stderr-pane > summary');
+  const stderrPane = await page.textContent(lib.card('crashy') + ' .stderr-pane[open] pre');
+  const replies = () => rec.received.filter((m) => m.type === 'tools:servers').length;
+  const seen = replies();
+  while (replies() < seen + 2) await page.waitForTimeout(200);
+  const stderrPaneOpenAfterRefresh = await page.$(lib.card('crashy') + ' .stderr-pane[open]') !== null;
   const errors = await page.locator('#errors').innerText();
   await lib.shot(page, 'crash-start');
 
@@ -36,7 +44,7 @@ lib.main(async (track) => {
   await page.waitForFunction((sel) => !document.querySelector(sel + ' .pill.ok'), lib.card('flaky'));
   await lib.shot(page, 'crash-call');
   return {
-    startingText, failed, errors, callOutcome, callError, errorsAfter, closed,
+    startingText, failed, stderrPane, stderrPaneOpenAfterRefresh, errors, callOutcome, callError, errorsAfter, closed,
     progressDuringStart: rec.received.filter((m) => m.type === 'tools:progress').map((m) => m.message),
     consoleErrors: rec.consoleErrors, pageErrors: rec.pageErrors,
   };

@@ -7,6 +7,7 @@
 //   SHOTS            a directory for screenshots (<scenario>.png)
 'use strict';
 
+const fs = require('fs');
 const path = require('path');
 const pw = require(process.env.PLAYWRIGHT_CORE);
 
@@ -66,6 +67,26 @@ async function selectTool(page, server, tool) {
   await page.selectOption('#runner-tool', tool);
 }
 
+// advanced opens the raw JSON editor (the "Advanced" part of the runner).
+async function advanced(page) {
+  if (!(await page.evaluate(() => document.getElementById('advanced').open))) await page.click('#advanced > summary');
+}
+
+let AXE = null;
+const readAxe = () => fs.readFileSync(path.join(path.dirname(process.env.PLAYWRIGHT_CORE), 'axe-core', 'axe.min.js'), 'utf8');
+
+// axe runs axe-core in the page and returns its serious and critical
+// violations as "rule: target" strings.
+async function axe(page) {
+  AXE = AXE || readAxe();
+  await page.evaluate(AXE);
+  return page.evaluate(async () => {
+    const r = await window.axe.run(document, { resultTypes: ['violations'] });
+    return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
+      .flatMap((v) => v.nodes.map((n) => v.id + ': ' + n.target.join(' ') + ' (' + v.help + ')'));
+  });
+}
+
 async function shot(page, name) {
   if (!process.env.SHOTS) return '';
   const file = path.join(process.env.SHOTS, name + '.png');
@@ -87,4 +108,4 @@ function main(fn) {
   });
 }
 
-module.exports = { open, connect, selectTool, shot, main, card, waitLoaded };
+module.exports = { open, connect, selectTool, shot, main, card, waitLoaded, advanced, axe };

@@ -20,6 +20,7 @@ lib.main(async (track) => {
   })));
 
   const args = Object.assign({}, reseeded, { count: COUNT, seed: 12345, delayMs: 2000 });
+  await lib.advanced(page);
   await page.fill('#args', JSON.stringify(args, null, 2));
   // Record what the progress bar and its message show while the call runs.
   await page.evaluate(() => {
@@ -57,7 +58,8 @@ lib.main(async (track) => {
   const progressFrames = rec.received.filter((m) => m.type === 'tools:progress');
   const callSent = rec.sent.find((m) => m.type === 'tools:call');
   if (process.env.SCREENSHOT) {
-    await page.evaluate(() => window.scrollTo(0, 0));
+    // The README shows the form, not the JSON the test typed.
+    await page.evaluate(() => { document.getElementById('advanced').open = false; window.scrollTo(0, 0); });
     await page.screenshot({ path: process.env.SCREENSHOT, fullPage: true });
   }
   await lib.shot(page, 'run');

@@ -38,6 +38,7 @@ lib.main(async (track) => {
   }));
 
   // Type into the arguments across refreshes.
+  await lib.advanced(page);
   await page.focus('#args');
   await page.evaluate(() => {
     const a = document.getElementById('args');

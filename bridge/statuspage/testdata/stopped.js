@@ -9,6 +9,7 @@ lib.main(async (track) => {
   track(browser);
   await lib.connect(page, 'flaky', { confirm: true });
   await lib.selectTool(page, 'flaky', 'toolerror');
+  await lib.advanced(page);
   await page.fill('#args', '{}');
   await page.click('#run');
   await page.waitForSelector('#result[data-outcome]');

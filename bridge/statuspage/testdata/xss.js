@@ -27,6 +27,7 @@ lib.main(async (track) => {
 
   // A tool error whose text carries the payload.
   await page.selectOption('#runner-tool', 'toolerror');
+  await lib.advanced(page);
   await page.fill('#args', JSON.stringify({ tag: PAYLOAD }));
   await page.click('#run');
   await page.waitForSelector('#result[data-outcome]');
