@@ -23,7 +23,8 @@ type tapRoundTripper struct {
 	base    http.RoundTripper
 	headers map[string]string
 	tap     *tap
-	limit   int64 // the result limit: larger messages fail their call with stdio.CodeTooLarge
+	auth    *AuthWatch // sees every answer's status
+	limit   int64      // the result limit: larger messages fail their call with stdio.CodeTooLarge
 }
 
 func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -53,6 +54,9 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		req.ContentLength = int64(len(body))
 	}
 	resp, err := rt.base.RoundTrip(req)
+	if err == nil && rt.auth != nil {
+		rt.auth.Observe(resp)
+	}
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -35,6 +36,7 @@ type session struct {
 	spec ServerSpec
 	key  string
 	tap  *tap
+	auth AuthWatch // an HTTP server's 401 and 403
 
 	ready chan struct{} // closed by run when the start finished (ok or not)
 	done  chan struct{} // closed by run when the session has ended and its process is gone
@@ -42,7 +44,8 @@ type session struct {
 	// Set by run before ready is closed; read-only afterwards.
 	startErr        error
 	cs              *mcp.ClientSession
-	serverInfo      json.RawMessage
+	serverInfo      json.RawMessage // initialize's serverInfo object, raw
+	instructions    json.RawMessage // initialize's instructions string, raw; nil if absent
 	protocolVersion string
 
 	stopOnce sync.Once
@@ -276,6 +279,9 @@ func (s *session) describe(err error) error {
 	if errors.As(err, &exit) {
 		return exit
 	}
+	if hint := s.auth.Hint(s.spec.Name, slices.Collect(maps.Keys(s.spec.Headers))); hint != "" {
+		return errors.New(oneLine(hint))
+	}
 	msg := err.Error()
 	if errors.Is(err, context.DeadlineExceeded) {
 		msg = fmt.Sprintf("%s did not answer initialize within %s", s.spec.Name, s.b.opts.InitTimeout)
@@ -358,7 +364,7 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 		}
 		inner = &mcp.StreamableClientTransport{
 			Endpoint:   s.spec.URL,
-			HTTPClient: s.b.httpClientFor(s.spec, s.tap),
+			HTTPClient: s.b.httpClientFor(s.spec, s.tap, &s.auth),
 			MaxRetries: -1,
 		}
 	default:
@@ -377,6 +383,8 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 		},
 		Logger: s.b.log.With("server", s.spec.Name, "component", "go-sdk"),
 	})
+	initSlot := &rawSlot{}
+	s.tap.expectInit(initSlot)
 	initCtx, cancel := context.WithTimeout(ctx, s.b.opts.InitTimeout)
 	defer cancel()
 	cs, err := client.Connect(initCtx, sc.rec, &mcp.ClientSessionOptions{ProtocolVersion: s.b.opts.ProtocolVersion})
@@ -385,21 +393,43 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 	}
 	sc.cs = cs
 	s.cs = cs
-	res := cs.InitializeResult()
-	if res != nil {
+	if res := cs.InitializeResult(); res != nil {
 		s.protocolVersion = res.ProtocolVersion
-		if res.ServerInfo != nil {
-			s.serverInfo, _ = json.Marshal(struct {
-				Name    string `json:"name"`
-				Title   string `json:"title,omitempty"`
-				Version string `json:"version"`
-			}{res.ServerInfo.Name, res.ServerInfo.Title, res.ServerInfo.Version})
-		}
 	}
-	if s.serverInfo == nil {
-		s.serverInfo = []byte(`{"name":"","version":""}`)
-	}
+	raw, _, _ := initSlot.get()
+	s.serverInfo, s.instructions = describedSelf(raw)
 	return sc, nil
+}
+
+// describedSelf returns what an initialize result says about the server,
+// raw as sent: the serverInfo object (name, version, title, websiteUrl,
+// icons, ...) and the instructions string (nil if absent). A serverInfo
+// that is not an object becomes {"name":"","version":""}; instructions that
+// are not a string are left out.
+func describedSelf(result []byte) (info, instructions json.RawMessage) {
+	var r struct {
+		ServerInfo   json.RawMessage `json:"serverInfo"`
+		Instructions json.RawMessage `json:"instructions"`
+	}
+	_ = json.Unmarshal(result, &r)
+	info = []byte(`{"name":"","version":""}`)
+	if len(r.ServerInfo) > 0 && r.ServerInfo[0] == '{' {
+		info = r.ServerInfo
+	}
+	if len(r.Instructions) > 0 && r.Instructions[0] == '"' {
+		instructions = r.Instructions
+	}
+	return info, instructions
+}
+
+// selfFields returns serverInfo and (if the server sent them) instructions
+// as raw reply fields, exactly as the server sent them, followed by more.
+func (s *session) selfFields(more ...rawField) []rawField {
+	out := []rawField{{"serverInfo", s.serverInfo}}
+	if s.instructions != nil {
+		out = append(out, rawField{"instructions", s.instructions})
+	}
+	return append(out, more...)
 }
 
 // refreshListing fetches every page of tools/list, raw, and replaces the
@@ -577,13 +607,13 @@ func (b *Bridge) childEnv(extra map[string]string) []string {
 // httpClientFor returns the HTTP client for one Streamable HTTP server: the
 // entry's headers on every request, nothing of the page's request, no
 // cookies, no redirects, and the raw tap on response bodies.
-func (b *Bridge) httpClientFor(spec ServerSpec, t *tap) *http.Client {
+func (b *Bridge) httpClientFor(spec ServerSpec, t *tap, auth *AuthWatch) *http.Client {
 	base := b.opts.HTTPTransport
 	if base == nil {
 		base = http.DefaultTransport
 	}
 	return &http.Client{
-		Transport: &tapRoundTripper{base: base, headers: spec.Headers, tap: t, limit: b.opts.ResultLimit},
+		Transport: &tapRoundTripper{base: base, headers: spec.Headers, tap: t, auth: auth, limit: b.opts.ResultLimit},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return fmt.Errorf("%s: the server answered with a redirect, which the bridge does not follow", spec.Name)
 		},

@@ -19,6 +19,7 @@ import (
 // rawSlot receives the raw outcome of one upstream request.
 type rawSlot struct {
 	list bool // a tools/list slot (else tools/call); set before use
+	init bool // the initialize slot: the result is kept and the SDK sees it less serverInfo's extras
 
 	mu       sync.Mutex
 	result   []byte // guarded by mu; the raw "result" value
@@ -58,6 +59,7 @@ type tap struct {
 	byToken map[string]*rawSlot // guarded by mu; tools/call slots by progress token
 	byID    map[string]*rawSlot // guarded by mu; by JSON-RPC request id, set when the request is written
 	list    *rawSlot            // guarded by mu; the tools/list in progress (listing is serialized)
+	init    *rawSlot            // guarded by mu; the initialize to come
 }
 
 func newTap(onProgress func(*mcp.ProgressNotificationParams)) *tap {
@@ -75,6 +77,14 @@ func (t *tap) expectCall(token string, s *rawSlot) {
 func (t *tap) expectList(s *rawSlot) {
 	t.mu.Lock()
 	t.list = s
+	t.mu.Unlock()
+}
+
+// expectInit registers the slot for the session's initialize request.
+func (t *tap) expectInit(s *rawSlot) {
+	s.init = true
+	t.mu.Lock()
+	t.init = s
 	t.mu.Unlock()
 }
 
@@ -108,6 +118,13 @@ func (t *tap) outgoingCall(method, id string, params json.RawMessage) {
 		t.mu.Lock()
 		if s := t.byToken[token]; s != nil && token != "" {
 			t.byID[id] = s
+		}
+		t.mu.Unlock()
+	case "initialize":
+		t.mu.Lock()
+		if t.init != nil {
+			t.byID[id] = t.init
+			t.init = nil
 		}
 		t.mu.Unlock()
 	case "tools/list":
@@ -211,6 +228,10 @@ func (t *tap) response(raw []byte) []byte {
 	// buffers; the HTTP tap reads each body or event into a slice of its
 	// own), so the result can stay a sub-slice of it: no copy of 40 MB.
 	result := []byte(m.Result)
+	if s.init {
+		s.set(bytes.Clone(result), nil)
+		return initStub(m.ID, result, raw)
+	}
 	s.set(result, nil)
 	// Hand the SDK a stub of the right shape.
 	stub := stubCallResult
@@ -220,6 +241,39 @@ func (t *tap) response(raw []byte) []byte {
 	out := make([]byte, 0, len(m.ID)+len(stub)+40)
 	out = append(out, `{"jsonrpc":"2.0","id":`...)
 	out = append(out, m.ID...)
+	out = append(out, `,"result":`...)
+	out = append(out, stub...)
+	return append(out, '}')
+}
+
+// initStub is the initialize response the SDK decodes: the server's own,
+// with serverInfo cut down to its name and version (strings or empty).
+// The bridge relays serverInfo raw; the SDK would decode its title, icons
+// and websiteUrl into typed fields and fail the whole session on one it
+// cannot read. raw is returned unchanged if result is not an object.
+func initStub(id, result, raw []byte) []byte {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(result, &fields) != nil || fields == nil {
+		return raw
+	}
+	var info struct {
+		Name    any `json:"name"`
+		Version any `json:"version"`
+	}
+	_ = json.Unmarshal(fields["serverInfo"], &info)
+	name, _ := info.Name.(string)
+	version, _ := info.Version.(string)
+	fields["serverInfo"], _ = json.Marshal(struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}{name, version})
+	stub, err := json.Marshal(fields)
+	if err != nil {
+		return raw
+	}
+	out := make([]byte, 0, len(id)+len(stub)+40)
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
 	out = append(out, `,"result":`...)
 	out = append(out, stub...)
 	return append(out, '}')

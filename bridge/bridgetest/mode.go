@@ -29,6 +29,12 @@ type Mode struct {
 	Name string `json:"name,omitempty"`
 	// Version is serverInfo.version. If empty, Version.
 	Version string `json:"version,omitempty"`
+	// ServerInfo, when set, is initialize's serverInfo object as sent
+	// (compacted), in place of {"name": Name, "version": Version}: a server
+	// that describes itself with title, websiteUrl or icons.
+	ServerInfo json.RawMessage `json:"serverInfo,omitempty"`
+	// Instructions, when set, is initialize's instructions.
+	Instructions string `json:"instructions,omitempty"`
 
 	// Journal is a file to which every received message is appended as one
 	// JSON line (see JournalEntry); several servers may share one file. If
