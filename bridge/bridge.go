@@ -75,6 +75,14 @@ type Options struct {
 
 	ProtocolVersion string // MCP protocol version offered; if empty, "2025-11-25"
 
+	// StreamRetries bounds the resumption of a Streamable HTTP server's
+	// event stream that was cut (a proxy that ends long responses): the
+	// bridge reconnects with Last-Event-ID, after the server's retry delay
+	// or a backoff from 1s, at most this many times in a row without a new
+	// event before the session fails. If zero, 5; negative, never (one cut
+	// stream ends the session).
+	StreamRetries int
+
 	Environ  []string // base environment of stdio servers; if nil, os.Environ()
 	StripEnv []string // variable names never passed to stdio servers (credentials); "NAME_*" strips a prefix
 
@@ -150,6 +158,9 @@ func (o *Options) setDefaults() {
 	defD(&o.ConfigRecheck, time.Second)
 	if o.ProtocolVersion == "" {
 		o.ProtocolVersion = "2025-11-25"
+	}
+	if o.StreamRetries == 0 {
+		o.StreamRetries = 5
 	}
 	def(&o.ReleaseAfter, 16<<20)
 	def(&o.MemoryLimit, 3*o.ResultLimit+256<<20)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strconv"
@@ -23,8 +24,10 @@ type tapRoundTripper struct {
 	base    http.RoundTripper
 	headers map[string]string
 	tap     *tap
-	auth    *AuthWatch // sees every answer's status
-	limit   int64      // the result limit: larger messages fail their call with stdio.CodeTooLarge
+	auth    *AuthWatch   // sees every answer's status
+	resume  *resumeWatch // counts the resumptions of cut event streams
+	log     *slog.Logger
+	limit   int64 // the result limit: larger messages fail their call with stdio.CodeTooLarge
 }
 
 func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -53,9 +56,23 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		req.ContentLength = int64(len(body))
 	}
+	resuming := req.Method == http.MethodGet && req.Header.Get("Last-Event-ID") != ""
 	resp, err := rt.base.RoundTrip(req)
 	if err == nil && rt.auth != nil {
 		rt.auth.Observe(resp)
+	}
+	if resuming && rt.resume != nil {
+		// The event ID is the server's and says nothing secret, but it is
+		// not needed either: the count and the outcome are.
+		ok := err == nil && resp.StatusCode == http.StatusOK
+		n := rt.resume.record(ok)
+		if rt.log != nil {
+			if ok {
+				rt.log.Info("resumed a cut event stream", "attempt", n)
+			} else {
+				rt.log.Warn("resuming a cut event stream failed", "attempt", n, "error", errOrStatus(err, resp))
+			}
+		}
 	}
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
@@ -82,6 +99,50 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		resp.Header.Del("Content-Length")
 	}
 	return resp, nil
+}
+
+func errOrStatus(err error, resp *http.Response) string {
+	if err != nil {
+		return err.Error()
+	}
+	return resp.Status
+}
+
+// resumeWatch counts the attempts to resume a cut event stream since the
+// last one that succeeded, so that a session that fails after them says so.
+// The zero value is ready; safe for concurrent use.
+type resumeWatch struct {
+	mu     sync.Mutex
+	failed int // guarded by mu; attempts in a row that did not reconnect
+	total  int // guarded by mu; every attempt
+}
+
+// record notes one attempt and returns how many were made so far.
+func (w *resumeWatch) record(ok bool) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.total++
+	if ok {
+		w.failed = 0
+	} else {
+		w.failed++
+	}
+	return w.total
+}
+
+// attempts is the number of attempts in a row that failed, 0 if the last
+// one succeeded or none was made.
+func (w *resumeWatch) attempts() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
+}
+
+// any reports whether an attempt was made at all.
+func (w *resumeWatch) any() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.total > 0
 }
 
 // tooLargeResponse is the JSON-RPC error the bridge substitutes for a
@@ -149,10 +210,11 @@ func (s *sseTap) nextEvent() error {
 			size += int64(len(line))
 			continue
 		}
-		if err != nil && len(line) == 0 {
-			if hasData || len(fields) > 0 {
-				s.flush(fields, data, hasData, over, size)
-			}
+		if err != nil {
+			// The stream ended inside an event (a proxy cut it): the
+			// partial event is dropped, as an event-stream reader must,
+			// so that go-sdk resumes after the last complete one instead
+			// of failing on half a message.
 			return err
 		}
 		if len(line) == 0 { // end of event

@@ -32,11 +32,12 @@ const (
 // fingerprint), shared by every tab that connected it. It is created by
 // Bridge.acquire and ended by stop or by the server.
 type session struct {
-	b    *Bridge
-	spec ServerSpec
-	key  string
-	tap  *tap
-	auth AuthWatch // an HTTP server's 401 and 403
+	b      *Bridge
+	spec   ServerSpec
+	key    string
+	tap    *tap
+	auth   AuthWatch   // an HTTP server's 401 and 403
+	resume resumeWatch // an HTTP server's resumed event streams
 
 	ready chan struct{} // closed by run when the start finished (ok or not)
 	done  chan struct{} // closed by run when the session has ended and its process is gone
@@ -282,6 +283,9 @@ func (s *session) describe(err error) error {
 	if hint := s.auth.Hint(s.spec.Name, slices.Collect(maps.Keys(s.spec.Headers))); hint != "" {
 		return errors.New(oneLine(hint))
 	}
+	if n := s.resume.attempts(); n > 0 || s.resume.any() && strings.Contains(err.Error(), "retries without progress") {
+		return errors.New(oneLine(fmt.Sprintf("%s: the server's event stream was cut and could not be resumed (%d attempts with Last-Event-ID in a row failed): %v", s.spec.Name, n, err)))
+	}
 	msg := err.Error()
 	if errors.Is(err, context.DeadlineExceeded) {
 		msg = fmt.Sprintf("%s did not answer initialize within %s", s.spec.Name, s.b.opts.InitTimeout)
@@ -362,10 +366,14 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 		if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname()))) {
 			return nil, fmt.Errorf("%s: url must use https unless the host is loopback", s.spec.Name)
 		}
+		// go-sdk resumes a cut event stream itself (GET with
+		// Last-Event-ID, honouring the server's retry), up to MaxRetries
+		// attempts in a row without a new event; zero would mean its
+		// default, so the bridge's "never" (-1) is passed as is.
 		inner = &mcp.StreamableClientTransport{
 			Endpoint:   s.spec.URL,
-			HTTPClient: s.b.httpClientFor(s.spec, s.tap, &s.auth),
-			MaxRetries: -1,
+			HTTPClient: s.b.httpClientFor(s.spec, s.tap, &s.auth, &s.resume),
+			MaxRetries: s.b.opts.StreamRetries,
 		}
 	default:
 		return nil, fmt.Errorf("%s: unknown transport %q", s.spec.Name, s.spec.Transport)
@@ -607,13 +615,13 @@ func (b *Bridge) childEnv(extra map[string]string) []string {
 // httpClientFor returns the HTTP client for one Streamable HTTP server: the
 // entry's headers on every request, nothing of the page's request, no
 // cookies, no redirects, and the raw tap on response bodies.
-func (b *Bridge) httpClientFor(spec ServerSpec, t *tap, auth *AuthWatch) *http.Client {
+func (b *Bridge) httpClientFor(spec ServerSpec, t *tap, auth *AuthWatch, resume *resumeWatch) *http.Client {
 	base := b.opts.HTTPTransport
 	if base == nil {
 		base = http.DefaultTransport
 	}
 	return &http.Client{
-		Transport: &tapRoundTripper{base: base, headers: spec.Headers, tap: t, auth: auth, limit: b.opts.ResultLimit},
+		Transport: &tapRoundTripper{base: base, headers: spec.Headers, tap: t, auth: auth, resume: resume, log: b.log.With("server", spec.Name), limit: b.opts.ResultLimit},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return fmt.Errorf("%s: the server answered with a redirect, which the bridge does not follow", spec.Name)
 		},

@@ -330,7 +330,9 @@ func entryTransport(cfg *jupyter.Config, e jupyter.Entry, log *slog.Logger) (tra
 		return pipes, pipes, nil
 	default:
 		auth = &bridge.AuthWatch{}
-		return &mcp.StreamableClientTransport{Endpoint: e.URL, MaxRetries: -1,
+		// MaxRetries as the bridge's default StreamRetries: a cut event
+		// stream is resumed (Last-Event-ID) as in a real session.
+		return &mcp.StreamableClientTransport{Endpoint: e.URL, MaxRetries: 5,
 			HTTPClient: &http.Client{Transport: headerTransport{e.Headers, auth, http.DefaultTransport}}}, nil, auth
 	}
 }
