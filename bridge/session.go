@@ -396,6 +396,7 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 	initCtx, cancel := context.WithTimeout(ctx, s.b.opts.InitTimeout)
 	defer cancel()
 	cs, err := client.Connect(initCtx, sc.rec, &mcp.ClientSessionOptions{ProtocolVersion: s.b.opts.ProtocolVersion})
+	s.tap.expectInit(nil)
 	if err != nil {
 		return sc, err
 	}
@@ -409,17 +410,25 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 	return sc, nil
 }
 
-// describedSelf returns what an initialize result says about the server,
-// raw as sent: the serverInfo object (name, version, title, websiteUrl,
-// icons, ...) and the instructions string (nil if absent). A serverInfo
+// describedSelf returns what an initialize (or server/discover) result
+// says about the server, raw as sent: the serverInfo object (name,
+// version, title, websiteUrl, icons, ...; server/discover has it in _meta)
+// and the instructions string (nil if absent). A serverInfo
 // that is not an object becomes {"name":"","version":""}; instructions that
 // are not a string are left out.
 func describedSelf(result []byte) (info, instructions json.RawMessage) {
 	var r struct {
 		ServerInfo   json.RawMessage `json:"serverInfo"`
 		Instructions json.RawMessage `json:"instructions"`
+		Meta         struct {
+			// Where server/discover (revision 2026-07-28) carries it.
+			ServerInfo json.RawMessage `json:"io.modelcontextprotocol/serverInfo"`
+		} `json:"_meta"`
 	}
 	_ = json.Unmarshal(result, &r)
+	if len(r.ServerInfo) == 0 {
+		r.ServerInfo = r.Meta.ServerInfo
+	}
 	info = []byte(`{"name":"","version":""}`)
 	if len(r.ServerInfo) > 0 && r.ServerInfo[0] == '{' {
 		info = r.ServerInfo

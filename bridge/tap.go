@@ -80,9 +80,14 @@ func (t *tap) expectList(s *rawSlot) {
 	t.mu.Unlock()
 }
 
-// expectInit registers the slot for the session's initialize request.
+// expectInit registers the slot for the session's handshake: the
+// server/discover of revision 2026-07-28 and the initialize of earlier ones
+// (go-sdk may send both, the second after the first failed). The slot
+// keeps the last successful result. expectInit(nil) ends the handshake.
 func (t *tap) expectInit(s *rawSlot) {
-	s.init = true
+	if s != nil {
+		s.init = true
+	}
 	t.mu.Lock()
 	t.init = s
 	t.mu.Unlock()
@@ -120,11 +125,10 @@ func (t *tap) outgoingCall(method, id string, params json.RawMessage) {
 			t.byID[id] = s
 		}
 		t.mu.Unlock()
-	case "initialize":
+	case "initialize", "server/discover":
 		t.mu.Lock()
 		if t.init != nil {
 			t.byID[id] = t.init
-			t.init = nil
 		}
 		t.mu.Unlock()
 	case "tools/list":
@@ -210,6 +214,15 @@ func (t *tap) response(raw []byte) []byte {
 	}
 	t.mu.Unlock()
 	if s == nil {
+		return raw
+	}
+	if s.init && (m.Error != nil || m.Result == nil) {
+		return raw // a failed step of the handshake: go-sdk falls back
+	}
+	if s.init && bytes.Contains(raw, []byte(`"supportedVersions"`)) {
+		// server/discover: kept raw for the page, decoded by go-sdk as
+		// sent (its serverInfo is a _meta entry go-sdk reads leniently).
+		s.set(bytes.Clone(m.Result), nil)
 		return raw
 	}
 	if m.Error != nil {
