@@ -74,6 +74,12 @@ type Options struct {
 	ConfigRecheck time.Duration
 
 	ProtocolVersion string // MCP protocol version offered; if empty, "2025-11-25"
+	// DiscoverTimeout bounds the wait for an answer to server/discover
+	// (offered when ProtocolVersion is 2026-07-28 or later): a server that
+	// leaves it unanswered is treated as one that refused it, and go-sdk
+	// falls back to initialize. The wait starts when the request is
+	// written. If zero, 10s.
+	DiscoverTimeout time.Duration
 
 	// StreamRetries bounds the resumption of a Streamable HTTP server's
 	// event stream that was cut (a proxy that ends long responses): the
@@ -152,6 +158,7 @@ func (o *Options) setDefaults() {
 	defD(&o.PongTimeout, 60*time.Second)
 	defD(&o.WriteTimeout, 30*time.Second)
 	defD(&o.InitTimeout, 10*time.Minute)
+	defD(&o.DiscoverTimeout, 10*time.Second)
 	defD(&o.CallTimeoutMax, 30*time.Minute)
 	defD(&o.IdleGrace, 5*time.Second)
 	defD(&o.ChunkTimeout, 60*time.Second)
@@ -189,6 +196,7 @@ type Bridge struct {
 	calls     map[string]*call    // guarded by mu; by progress token, for routing progress
 	lastError map[string]string   // guarded by mu; by server name: the last failure, for tools:servers
 	lastTail  map[string][]string // guarded by mu; by server name: the stderr tail at the last failure
+	spoken    map[string]string   // guarded by mu; by sessionKey: the revision a server last agreed to
 
 	snapMu sync.Mutex
 	snap   Snapshot  // guarded by snapMu; the Catalog's latest answer
@@ -215,6 +223,7 @@ func New(opts Options) *Bridge {
 		calls:     map[string]*call{},
 		lastError: map[string]string{},
 		lastTail:  map[string][]string{},
+		spoken:    map[string]string{},
 	}
 	b.routes = newRoutes(opts.BaseURL, log)
 	b.mem = newMemoryGauge()

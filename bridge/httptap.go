@@ -3,7 +3,9 @@ package bridge
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/stdio"
 )
@@ -27,7 +30,10 @@ type tapRoundTripper struct {
 	auth    *AuthWatch   // sees every answer's status
 	resume  *resumeWatch // counts the resumptions of cut event streams
 	log     *slog.Logger
-	limit   int64 // the result limit: larger messages fail their call with stdio.CodeTooLarge
+	// discoverTimeout bounds a server/discover: unanswered by then, it is
+	// answered "method not found" by the bridge (see discover.go).
+	discoverTimeout time.Duration
+	limit           int64 // the result limit: larger messages fail their call with stdio.CodeTooLarge
 }
 
 func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -37,6 +43,7 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	req.Header.Del("Cookie")
 	var reqID json.RawMessage
+	var method string
 	if req.Method == http.MethodPost && req.Body != nil {
 		body, err := io.ReadAll(req.Body)
 		req.Body.Close()
@@ -50,6 +57,7 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		}
 		if json.Unmarshal(body, &m) == nil && m.ID != nil {
 			reqID = bytes.Clone(m.ID)
+			method = m.Method
 			rt.tap.outgoingCall(m.Method, rawIDKey(m.ID), json.RawMessage(m.Params))
 		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
@@ -57,7 +65,16 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		req.ContentLength = int64(len(body))
 	}
 	resuming := req.Method == http.MethodGet && req.Header.Get("Last-Event-ID") != ""
-	resp, err := rt.base.RoundTrip(req)
+	var resp *http.Response
+	var err error
+	if method == methodDiscover && rt.discoverTimeout > 0 {
+		var refused bool
+		if resp, refused, err = rt.boundedDiscover(req, reqID); refused {
+			return resp, nil
+		}
+	} else {
+		resp, err = rt.base.RoundTrip(req)
+	}
 	if err == nil && rt.auth != nil {
 		rt.auth.Observe(resp)
 	}
@@ -99,6 +116,39 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		resp.Header.Del("Content-Length")
 	}
 	return resp, nil
+}
+
+// boundedDiscover sends a server/discover. When the server has not
+// answered within discoverTimeout, it answers "method not found" itself
+// (refused true), so that go-sdk falls back to initialize instead of
+// waiting; otherwise it returns the server's answer, whose context ends
+// when go-sdk closes the body.
+func (rt *tapRoundTripper) boundedDiscover(req *http.Request, id json.RawMessage) (resp *http.Response, refused bool, err error) {
+	ctx, cancel := context.WithTimeout(req.Context(), rt.discoverTimeout)
+	resp, err = rt.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		if req.Context().Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			body := []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"server/discover was not answered within %s"}}`, id, rt.discoverTimeout))
+			return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(body)),
+				ContentLength: int64(len(body)), Request: req}, true, nil
+		}
+		return nil, false, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, false, nil
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
 }
 
 func errOrStatus(err error, resp *http.Response) string {

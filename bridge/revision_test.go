@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,5 +76,77 @@ func TestRevision20260728OptIn(t *testing.T) {
 	methods := bridgetest.Methods(entries)
 	if len(methods) < 2 || methods[0] != "server/discover" || methods[1] != "initialize" || slices.Index(methods, "server/discover") != 0 {
 		t.Fatalf("a 2025-11-25 server received %v; want server/discover (refused), then initialize", methods)
+	}
+}
+
+// TestDiscoverBounded: offered 2026-07-28, a server that leaves
+// server/discover unanswered (as servers that ignore unknown methods do)
+// is connected with 2025-11-25 after Options.DiscoverTimeout, not after
+// InitTimeout, over stdio and over HTTP; and the next start of the same
+// server definition offers 2025-11-25 at once, without server/discover.
+func TestDiscoverBounded(t *testing.T) {
+	replay, err := bridgetest.NewHTTPReplay(bridgetest.HTTPOptions{Name: "silent-http"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var discovers atomic.Int32
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == "server/discover" {
+			discovers.Add(1)
+			select { // never answers
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		replay.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	httpSpec := bridge.ServerSpec{Name: "silent-http", Transport: bridge.TransportHTTP, URL: srv.URL + "/mcp", Source: "test", Fingerprint: "sha256:silent"}
+	j := journal(t)
+	stdioSpec := fakeServer(t, "silent-stdio", bridgetest.Mode{Journal: j, IgnoreUnknown: true})
+	ctx := testCtx(t, 60*time.Second)
+	h := newHarness(t, bridge.Options{ProtocolVersion: "2026-07-28", DiscoverTimeout: 300 * time.Millisecond, InitTimeout: 30 * time.Second}, httpSpec, stdioSpec)
+	// Registered after the harness: runs before its leak check and before
+	// srv.Close, which waits for handlers.
+	t.Cleanup(func() { close(release) })
+	p := h.page(ctx)
+	for round := 1; round <= 2; round++ {
+		for _, spec := range []bridge.ServerSpec{stdioSpec, httpSpec} {
+			start := time.Now()
+			c := connect(t, ctx, p, spec.Name+strconv.Itoa(round), spec)
+			if took := time.Since(start); c.Str("protocolVersion") != "2025-11-25" || took > 10*time.Second {
+				t.Fatalf("round %d, %s: protocolVersion %q after %s", round, spec.Name, c.Str("protocolVersion"), took)
+			}
+			r, _ := p.Request(ctx, map[string]any{"type": "tools:call", "id": "c" + spec.Name + strconv.Itoa(round), "server": spec.Name, "tool": "echo", "arguments": map[string]any{}})
+			mustOK(t, r)
+			d, _ := p.Request(ctx, map[string]any{"type": "tools:disconnect", "id": "d" + spec.Name + strconv.Itoa(round), "server": spec.Name})
+			mustOK(t, d)
+		}
+		waitFor(t, 10*time.Second, "both sessions to stop", func() bool {
+			r, _ := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
+			return strings.Count(string(r.Fields["servers"]), `"state":"stopped"`) == 2
+		})
+	}
+	entries, err := bridgetest.ReadJournal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	methods := bridgetest.Methods(entries)
+	count := func(m string) int {
+		n := 0
+		for _, x := range methods {
+			if x == m {
+				n++
+			}
+		}
+		return n
+	}
+	if count("server/discover") != 1 || count("initialize") != 2 || methods[0] != "server/discover" || methods[1] != "initialize" {
+		t.Fatalf("the stdio server received %s; want one server/discover (the first start only) and two initialize", methods)
+	}
+	if n := discovers.Load(); n != 1 {
+		t.Fatalf("the HTTP server received %d server/discover; want 1 (the first start only)", n)
 	}
 }

@@ -360,7 +360,7 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 			Logger:            s.b.log.With("server", s.spec.Name),
 		})
 		sc.pipes = st
-		inner = st
+		inner = discoverBoundTransport{inner: st, after: s.b.opts.DiscoverTimeout}
 	case TransportHTTP:
 		u, err := url.Parse(s.spec.URL)
 		if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname()))) {
@@ -395,7 +395,7 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 	s.tap.expectInit(initSlot)
 	initCtx, cancel := context.WithTimeout(ctx, s.b.opts.InitTimeout)
 	defer cancel()
-	cs, err := client.Connect(initCtx, sc.rec, &mcp.ClientSessionOptions{ProtocolVersion: s.b.opts.ProtocolVersion})
+	cs, err := client.Connect(initCtx, sc.rec, &mcp.ClientSessionOptions{ProtocolVersion: s.b.offeredVersion(s.key)})
 	s.tap.expectInit(nil)
 	if err != nil {
 		return sc, err
@@ -404,6 +404,7 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 	s.cs = cs
 	if res := cs.InitializeResult(); res != nil {
 		s.protocolVersion = res.ProtocolVersion
+		s.b.rememberVersion(s.key, res.ProtocolVersion)
 	}
 	raw, _, _ := initSlot.get()
 	s.serverInfo, s.instructions = describedSelf(raw)
@@ -630,7 +631,8 @@ func (b *Bridge) httpClientFor(spec ServerSpec, t *tap, auth *AuthWatch, resume 
 		base = http.DefaultTransport
 	}
 	return &http.Client{
-		Transport: &tapRoundTripper{base: base, headers: spec.Headers, tap: t, auth: auth, resume: resume, log: b.log.With("server", spec.Name), limit: b.opts.ResultLimit},
+		Transport: &tapRoundTripper{base: base, headers: spec.Headers, tap: t, auth: auth, resume: resume, log: b.log.With("server", spec.Name),
+			discoverTimeout: b.opts.DiscoverTimeout, limit: b.opts.ResultLimit},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return fmt.Errorf("%s: the server answered with a redirect, which the bridge does not follow", spec.Name)
 		},

@@ -57,6 +57,9 @@ type Mode struct {
 	ExitBeforeInit bool `json:"exitBeforeInit,omitempty"`
 	// HangInit never answers initialize (other requests are answered).
 	HangInit bool `json:"hangInit,omitempty"`
+	// IgnoreUnknown leaves requests for unknown methods (server/discover,
+	// say) unanswered instead of answering -32601, as some servers do.
+	IgnoreUnknown bool `json:"ignoreUnknown,omitempty"`
 	// StderrFlood writes this many bytes of noise lines to stderr at start,
 	// streamed, before serving.
 	StderrFlood int64 `json:"stderrFlood,omitempty"`

@@ -490,7 +490,7 @@ func (s *server) handleLine(line []byte) {
 	default:
 		entry.Unknown = true
 		s.journal.add(entry)
-		if m.hasID() {
+		if m.hasID() && !s.mode.IgnoreUnknown {
 			s.replyError(m.ID, -32601, "method not found: "+m.Method)
 		}
 	}
