@@ -73,7 +73,7 @@ type Options struct {
 	// tools:connect always read it). If zero, 1s; negative, on every call.
 	ConfigRecheck time.Duration
 
-	ProtocolVersion string // MCP protocol version offered; if empty, "2025-11-25"
+	ProtocolVersion string // MCP protocol version offered first; if empty, "2026-07-28" (older servers: see DiscoverTimeout)
 	// DiscoverTimeout bounds the wait for an answer to server/discover
 	// (offered when ProtocolVersion is 2026-07-28 or later): a server that
 	// leaves it unanswered is treated as one that refused it, and go-sdk
@@ -164,7 +164,7 @@ func (o *Options) setDefaults() {
 	defD(&o.ChunkTimeout, 60*time.Second)
 	defD(&o.ConfigRecheck, time.Second)
 	if o.ProtocolVersion == "" {
-		o.ProtocolVersion = "2025-11-25"
+		o.ProtocolVersion = "2026-07-28"
 	}
 	if o.StreamRetries == 0 {
 		o.StreamRetries = 5
