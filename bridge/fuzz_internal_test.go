@@ -239,3 +239,39 @@ func FuzzInitialize(f *testing.F) {
 		}
 	})
 }
+
+// FuzzListStub: whatever a server's tools/list page holds, the stub go-sdk
+// decodes is valid JSON that decodes as a tools/list result, keeps the
+// page's cursor, and names only tools whose name the page gave as a string.
+func FuzzListStub(f *testing.F) {
+	f.Add([]byte(`{"tools":[{"name":"a","inputSchema":{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"R"}}},"icons":[{"src":1}]}],"nextCursor":"c"}`))
+	f.Add([]byte(`{"tools":[{"name":1,"inputSchema":{}},{"name":"b","inputSchema":[]}]}`))
+	f.Add([]byte(`{"tools":null}`))
+	f.Fuzz(func(t *testing.T, result []byte) {
+		if !json.Valid(result) {
+			return // the tap only sees results of messages that decoded
+		}
+		out := listStub(result)
+		var got struct {
+			Tools []struct {
+				Name        string          `json:"name"`
+				InputSchema json.RawMessage `json:"inputSchema"`
+			} `json:"tools"`
+			NextCursor *string `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("listStub made %q: %v", out, err)
+		}
+		var page struct {
+			NextCursor *string `json:"nextCursor"`
+		}
+		if json.Unmarshal(result, &page) == nil && (page.NextCursor == nil) != (got.NextCursor == nil) {
+			t.Fatalf("the cursor was not kept: %q -> %q", result, out)
+		}
+		for _, tool := range got.Tools {
+			if !bytes.Contains(result, tool.InputSchema) {
+				t.Fatalf("inputSchema %q is not the server's bytes", tool.InputSchema)
+			}
+		}
+	})
+}

@@ -150,3 +150,40 @@ func TestDiscoverBounded(t *testing.T) {
 		t.Fatalf("the HTTP server received %d server/discover; want 1 (the first start only)", n)
 	}
 }
+
+// TestParamHeaders: under 2026-07-28 a tool that declares x-mcp-header on
+// an argument gets the Mcp-Param-* header on its call (go-sdk's server
+// refuses the call without it), so the SDK must know the tool's real
+// input schema although the bridge relays the listing raw.
+func TestParamHeaders(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "headers", Version: "1.0.0"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2026-07-28"}})
+	server.AddTool(&mcp.Tool{Name: "region", InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}},"required":["region"]}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+		})
+	var seen atomic.Value
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get("Mcp-Param-Region"); v != "" {
+			seen.Store(v)
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	spec := bridge.ServerSpec{Name: "headers", Transport: bridge.TransportHTTP, URL: srv.URL + "/mcp", Source: "test", Fingerprint: "sha256:headers"}
+	ctx := testCtx(t, 30*time.Second)
+	h := newHarness(t, bridge.Options{}, spec)
+	p := h.page(ctx)
+	c := connect(t, ctx, p, 1, spec)
+	if c.Str("protocolVersion") != "2026-07-28" {
+		t.Fatalf("connect: %s", c.Raw)
+	}
+	r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": 2, "server": spec.Name, "tool": "region", "arguments": map[string]any{"region": "eu-west"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, r)
+	if seen.Load() != "eu-west" {
+		t.Fatalf("Mcp-Param-Region was %v", seen.Load())
+	}
+}

@@ -292,16 +292,43 @@ func initStub(id, result, raw []byte) []byte {
 	return append(out, '}')
 }
 
+// listStub is the tools/list page the SDK decodes: each tool cut down to
+// its name and input schema (the bridge relays the listing raw), so that
+// go-sdk knows the arguments a tool declares with x-mcp-header and sends
+// their Mcp-Param-* headers under revision 2026-07-28, but never fails on
+// a field it cannot decode (an icon, an unknown content type). Tools
+// without a string name or an object schema are left out of the stub.
 func listStub(result []byte) []byte {
 	var page struct {
+		Tools []struct {
+			Name        json.RawMessage `json:"name"`
+			InputSchema json.RawMessage `json:"inputSchema"`
+		} `json:"tools"`
 		NextCursor *string `json:"nextCursor"`
 	}
 	_ = json.Unmarshal(result, &page)
-	if page.NextCursor == nil {
-		return []byte(`{"tools":[]}`)
+	out := []byte(`{"tools":[`)
+	n := 0
+	for _, t := range page.Tools {
+		if len(t.Name) == 0 || t.Name[0] != '"' || len(t.InputSchema) == 0 || t.InputSchema[0] != '{' {
+			continue
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		n++
+		out = append(out, `{"name":`...)
+		out = append(out, t.Name...)
+		out = append(out, `,"inputSchema":`...)
+		out = append(out, t.InputSchema...)
+		out = append(out, '}')
 	}
-	c, _ := json.Marshal(*page.NextCursor)
-	return append(append([]byte(`{"tools":[],"nextCursor":`), c...), '}')
+	out = append(out, ']')
+	if page.NextCursor != nil {
+		c, _ := json.Marshal(*page.NextCursor)
+		out = append(append(out, `,"nextCursor":`...), c...)
+	}
+	return append(out, '}')
 }
 
 // rawRef holds a JSON value as a sub-slice of the input being decoded
