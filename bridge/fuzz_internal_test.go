@@ -275,3 +275,19 @@ func FuzzListStub(f *testing.F) {
 		}
 	})
 }
+
+// FuzzInputRequired: any tools/call result either passes (nil) or fails
+// the call with one line of valid UTF-8 for the person.
+func FuzzInputRequired(f *testing.F) {
+	f.Add([]byte(`{"resultType":"input_required","inputRequests":{"a":{"method":"elicitation/create","params":{"message":"Size?\nnm"}}}}`))
+	f.Add([]byte(`{"content":[{"type":"text","text":"input_required"}]}`))
+	f.Fuzz(func(t *testing.T, result []byte) {
+		e := inputRequired("srv", "tool", result)
+		if e == nil {
+			return
+		}
+		if strings.ContainsAny(e.Message, "\r\n") || !utf8.ValidString(e.Message) {
+			t.Fatalf("message %q is not one line of UTF-8", e.Message)
+		}
+	})
+}

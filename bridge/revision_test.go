@@ -187,3 +187,30 @@ func TestParamHeaders(t *testing.T) {
 		t.Fatalf("Mcp-Param-Region was %v", seen.Load())
 	}
 }
+
+// TestInputRequired: a 2026-07-28 tool whose result asks the client for
+// more input (a multi-round-trip result) is answered to the page as one
+// line naming what the tool wanted, since the Builder cannot supply it.
+func TestInputRequired(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1.0.0"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2026-07-28"}})
+	server.AddTool(&mcp.Tool{Name: "box", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"size": &mcp.ElicitParams{Message: "Which box size?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"nm": map[string]any{"type": "number"}}}}}}, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(srv.Close)
+	spec := bridge.ServerSpec{Name: "asker", Transport: bridge.TransportHTTP, URL: srv.URL + "/mcp", Source: "test", Fingerprint: "sha256:asker"}
+	ctx := testCtx(t, 30*time.Second)
+	h := newHarness(t, bridge.Options{}, spec)
+	p := h.page(ctx)
+	connect(t, ctx, p, 1, spec)
+	r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": 2, "server": spec.Name, "tool": "box", "arguments": map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustErr(t, r, bridge.CodeServerFailed)
+	if want := `asker: box asked for more input (elicitation/create "Which box size?"), which the Builder cannot supply in the middle of a call`; r.Error.Message != want {
+		t.Fatalf("message %q, want %q", r.Error.Message, want)
+	}
+}

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -579,6 +580,9 @@ func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
 	case rpcErr != nil:
 		return nil, errorf(CodeServerFailed, "%s: %s (JSON-RPC error %d)", s.spec.Name, rpcErr.Message, rpcErr.Code)
 	case got:
+		if e := inputRequired(s.spec.Name, c.tool, raw); e != nil {
+			return nil, e
+		}
 		return raw, nil
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return nil, errorf(CodeTimeout, "%s: %s did not finish within %s", s.spec.Name, c.tool, c.timeout)
@@ -588,6 +592,50 @@ func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
 		return nil, errorf(CodeServerFailed, "%s", s.describe(err).Error())
 	}
 	return nil, errorf(CodeServerFailed, "%s: no result", s.spec.Name)
+}
+
+// inputRequired returns the error for the page when a tools/call result is
+// one of revision 2026-07-28's multi-round-trip results (resultType
+// "input_required": the server asks the client for input and wants the
+// call retried with the answers). The Builder cannot supply such input, so
+// the call fails with one line naming what the tool wanted; nil for any
+// other result. Only the top-level resultType is read (a cheap test first:
+// results can be 40 MB).
+func inputRequired(server, tool string, raw []byte) *protoError {
+	if !bytes.Contains(raw, []byte(`"input_required"`)) {
+		return nil
+	}
+	var r struct {
+		ResultType    string `json:"resultType"`
+		InputRequests map[string]struct {
+			Method string `json:"method"`
+			Params struct {
+				Message string `json:"message"`
+			} `json:"params"`
+		} `json:"inputRequests"`
+	}
+	if json.Unmarshal(raw, &r) != nil || r.ResultType != "input_required" {
+		return nil
+	}
+	var wants []string
+	for _, id := range slices.Sorted(maps.Keys(r.InputRequests)) {
+		in := r.InputRequests[id]
+		w := in.Method
+		if w == "" {
+			w = "unknown input"
+		}
+		if m := strings.TrimSpace(in.Params.Message); m != "" {
+			if len(m) > 200 {
+				m = strings.ToValidUTF8(m[:200], "") + "…"
+			}
+			w += fmt.Sprintf(" %q", m)
+		}
+		wants = append(wants, w)
+	}
+	if len(wants) == 0 {
+		wants = []string{"input it did not describe"}
+	}
+	return errorf(CodeServerFailed, "%s: %s asked for more input (%s), which the Builder cannot supply in the middle of a call", server, tool, strings.Join(wants, "; "))
 }
 
 // childEnv is the environment of a stdio server: the bridge's own, less the
