@@ -214,3 +214,44 @@ func TestInputRequired(t *testing.T) {
 		t.Fatalf("message %q, want %q", r.Error.Message, want)
 	}
 }
+
+// TestInvalidHeaderDeclarationDropped: under 2026-07-28, a tool whose
+// x-mcp-header declaration is invalid (on an object property) is left out
+// of the listing and tools:connect names it with the reason; the other
+// tools are listed as sent.
+func TestInvalidHeaderDeclarationDropped(t *testing.T) {
+	inner := modernServer(t, "2026-07-28")
+	bad := `{"name":"bad","inputSchema":{"type":"object","properties":{"o":{"type":"object","x-mcp-header":"O"}}}},`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") != "tools/list" {
+			inner.ServeHTTP(w, r)
+			return
+		}
+		// go-sdk's server refuses to register such a tool: splice it into
+		// the listing as a server of another SDK could send it.
+		rec := httptest.NewRecorder()
+		inner.ServeHTTP(rec, r)
+		body := strings.Replace(rec.Body.String(), `"tools":[`, `"tools":[`+bad, 1)
+		for k, v := range rec.Header() {
+			if k != "Content-Length" {
+				w.Header()[k] = v
+			}
+		}
+		w.WriteHeader(rec.Code)
+		w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	spec := bridge.ServerSpec{Name: "modern", Transport: bridge.TransportHTTP, URL: srv.URL + "/mcp", Source: "test", Fingerprint: "sha256:modern"}
+	ctx := testCtx(t, 30*time.Second)
+	h := newHarness(t, bridge.Options{}, spec)
+	p := h.page(ctx)
+	c := connect(t, ctx, p, 1, spec)
+	var tools []struct{ Name string }
+	json.Unmarshal(c.Fields["tools"], &tools)
+	var dropped []struct{ Name, Reason string }
+	json.Unmarshal(c.Fields["droppedTools"], &dropped)
+	if len(tools) != 1 || tools[0].Name != "hello" || len(dropped) != 1 || dropped[0].Name != "bad" ||
+		!strings.Contains(dropped[0].Reason, "invalid x-mcp-header declaration") || !strings.Contains(dropped[0].Reason, `"o"`) {
+		t.Fatalf("connect: tools %s, droppedTools %s", c.Fields["tools"], c.Fields["droppedTools"])
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -58,6 +59,7 @@ type session struct {
 	watchers map[int]func(line string) // guarded by mu; connects waiting for the start
 	calls    map[string]*call          // guarded by mu; by progress token
 	stderr   []string                  // guarded by mu; the latest stderr lines (bounded)
+	excluded map[string]string         // guarded by mu; tools go-sdk excluded from the listing page being read, with why
 	nextW    int                       // guarded by mu
 	ended    bool                      // guarded by mu; no more calls accepted
 	endedBy  string                    // guarded by mu; why a session that ended on its own ended
@@ -70,8 +72,9 @@ type session struct {
 
 // listing is a server's tools/list, every page, kept raw.
 type listing struct {
-	raw   []byte              // the JSON array of tools exactly as sent
-	tools map[string]toolInfo // by name
+	raw     []byte              // the JSON array of tools exactly as sent, less dropped ones
+	tools   map[string]toolInfo // by name
+	dropped []byte              // JSON array of {name, reason}: tools left out; nil if none
 }
 
 type toolInfo struct {
@@ -390,7 +393,7 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 			default: // a refresh is already pending
 			}
 		},
-		Logger: s.b.log.With("server", s.spec.Name, "component", "go-sdk"),
+		Logger: slog.New(&sdkLogTap{inner: s.b.log.With("server", s.spec.Name, "component", "go-sdk").Handler(), onExclude: s.excludeTool}),
 	})
 	initSlot := &rawSlot{}
 	s.tap.expectInit(initSlot)
@@ -441,6 +444,65 @@ func describedSelf(result []byte) (info, instructions json.RawMessage) {
 	return info, instructions
 }
 
+// listingFields are the raw reply fields of a listing: tools, and
+// droppedTools when some were left out.
+func listingFields(l *listing) []rawField {
+	out := []rawField{{"tools", l.raw}}
+	if l.dropped != nil {
+		out = append(out, rawField{"droppedTools", l.dropped})
+	}
+	return out
+}
+
+// excludeTool records that go-sdk excluded a tool from a tools/list page.
+func (s *session) excludeTool(tool, reason string) {
+	s.mu.Lock()
+	if s.excluded != nil {
+		s.excluded[tool] = reason
+	}
+	s.mu.Unlock()
+}
+
+// sdkLogTap passes go-sdk's log on and reports the tools it excludes from
+// a tools/list page (invalid x-mcp-header declarations): go-sdk's log is
+// the only place that says which and why.
+type sdkLogTap struct {
+	inner     slog.Handler
+	onExclude func(tool, reason string)
+}
+
+func (h *sdkLogTap) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelError || h.inner.Enabled(ctx, l)
+}
+
+func (h *sdkLogTap) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "excluding tool from tools/list" {
+		var tool, reason string
+		r.Attrs(func(a slog.Attr) bool {
+			switch a.Key {
+			case "tool":
+				tool = a.Value.String()
+			case "error":
+				reason = a.Value.String()
+			}
+			return true
+		})
+		h.onExclude(tool, reason)
+	}
+	if !h.inner.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.inner.Handle(ctx, r)
+}
+
+func (h *sdkLogTap) WithAttrs(as []slog.Attr) slog.Handler {
+	return &sdkLogTap{inner: h.inner.WithAttrs(as), onExclude: h.onExclude}
+}
+
+func (h *sdkLogTap) WithGroup(name string) slog.Handler {
+	return &sdkLogTap{inner: h.inner.WithGroup(name), onExclude: h.onExclude}
+}
+
 // selfFields returns serverInfo and (if the server sent them) instructions
 // as raw reply fields, exactly as the server sent them, followed by more.
 func (s *session) selfFields(more ...rawField) []rawField {
@@ -458,6 +520,9 @@ func (s *session) refreshListing(ctx context.Context) error {
 	defer cancel()
 	var tools []json.RawMessage
 	cursor := ""
+	s.mu.Lock()
+	s.excluded = map[string]string{}
+	s.mu.Unlock()
 	for page := 0; ; page++ {
 		if page >= 1000 {
 			return fmt.Errorf("%s: tools/list did not end after 1000 pages", s.spec.Name)
@@ -490,6 +555,37 @@ func (s *session) refreshListing(ctx context.Context) error {
 		cursor = *pageBody.NextCursor
 	}
 	l := &listing{tools: make(map[string]toolInfo, len(tools))}
+	s.mu.Lock()
+	excluded := s.excluded
+	s.excluded = nil
+	s.mu.Unlock()
+	if s.protocolVersion >= "2026-07-28" && len(excluded) > 0 {
+		// Revision 2026-07-28: a tool whose x-mcp-header declarations are
+		// invalid cannot be called correctly (go-sdk sends no headers for
+		// it), so it is left out, and the page told which and why.
+		type dropped struct {
+			Name   string `json:"name"`
+			Reason string `json:"reason"`
+		}
+		var kept []json.RawMessage
+		var out []dropped
+		for _, t := range tools {
+			var info struct {
+				Name string `json:"name"`
+			}
+			_ = json.Unmarshal(t, &info)
+			if why, ok := excluded[info.Name]; ok {
+				out = append(out, dropped{info.Name, oneLine("invalid x-mcp-header declaration: " + why)})
+				continue
+			}
+			kept = append(kept, t)
+		}
+		tools = kept
+		if len(out) > 0 {
+			l.dropped, _ = json.Marshal(out)
+			s.b.log.Warn("tools left out of the listing", "server", s.spec.Name, "dropped", string(l.dropped))
+		}
+	}
 	size := 2
 	for _, t := range tools {
 		size += len(t) + 1

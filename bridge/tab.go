@@ -804,7 +804,7 @@ wait:
 		ProtocolVersion string `json:"protocolVersion"`
 		Approval        string `json:"approval,omitempty"`
 	}{replyHead{Type: m.Type, ID: m.ID, OK: true}, spec.Name, spec.Fingerprint, s.protocolVersion, approval},
-		s.selfFields(rawField{"tools", l.raw})...)) {
+		s.selfFields(listingFields(l)...)...)) {
 		// Cancelled between the start and the answer: give the share back.
 		t.mu.Lock()
 		if t.shares[spec.Name] == s {
