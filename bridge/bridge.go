@@ -73,7 +73,21 @@ type Options struct {
 	// tools:connect always read it). If zero, 1s; negative, on every call.
 	ConfigRecheck time.Duration
 
-	ProtocolVersion string // MCP protocol version offered; if empty, "2025-11-25"
+	ProtocolVersion string // MCP protocol version offered first; if empty, "2026-07-28" (older servers: see DiscoverTimeout)
+	// DiscoverTimeout bounds the wait for an answer to server/discover
+	// (offered when ProtocolVersion is 2026-07-28 or later): a server that
+	// leaves it unanswered is treated as one that refused it, and go-sdk
+	// falls back to initialize. The wait starts when the request is
+	// written. If zero, 10s.
+	DiscoverTimeout time.Duration
+
+	// StreamRetries bounds the resumption of a Streamable HTTP server's
+	// event stream that was cut (a proxy that ends long responses): the
+	// bridge reconnects with Last-Event-ID, after the server's retry delay
+	// or a backoff from 1s, at most this many times in a row without a new
+	// event before the session fails. If zero, 5; negative, never (one cut
+	// stream ends the session).
+	StreamRetries int
 
 	Environ  []string // base environment of stdio servers; if nil, os.Environ()
 	StripEnv []string // variable names never passed to stdio servers (credentials); "NAME_*" strips a prefix
@@ -144,12 +158,16 @@ func (o *Options) setDefaults() {
 	defD(&o.PongTimeout, 60*time.Second)
 	defD(&o.WriteTimeout, 30*time.Second)
 	defD(&o.InitTimeout, 10*time.Minute)
+	defD(&o.DiscoverTimeout, 10*time.Second)
 	defD(&o.CallTimeoutMax, 30*time.Minute)
 	defD(&o.IdleGrace, 5*time.Second)
 	defD(&o.ChunkTimeout, 60*time.Second)
 	defD(&o.ConfigRecheck, time.Second)
 	if o.ProtocolVersion == "" {
-		o.ProtocolVersion = "2025-11-25"
+		o.ProtocolVersion = "2026-07-28"
+	}
+	if o.StreamRetries == 0 {
+		o.StreamRetries = 5
 	}
 	def(&o.ReleaseAfter, 16<<20)
 	def(&o.MemoryLimit, 3*o.ResultLimit+256<<20)
@@ -178,6 +196,7 @@ type Bridge struct {
 	calls     map[string]*call    // guarded by mu; by progress token, for routing progress
 	lastError map[string]string   // guarded by mu; by server name: the last failure, for tools:servers
 	lastTail  map[string][]string // guarded by mu; by server name: the stderr tail at the last failure
+	spoken    map[string]string   // guarded by mu; by sessionKey: the revision a server last agreed to
 
 	snapMu sync.Mutex
 	snap   Snapshot  // guarded by snapMu; the Catalog's latest answer
@@ -204,6 +223,7 @@ func New(opts Options) *Bridge {
 		calls:     map[string]*call{},
 		lastError: map[string]string{},
 		lastTail:  map[string][]string{},
+		spoken:    map[string]string{},
 	}
 	b.routes = newRoutes(opts.BaseURL, log)
 	b.mem = newMemoryGauge()

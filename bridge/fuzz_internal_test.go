@@ -11,7 +11,8 @@ import (
 )
 
 // Fuzz tests for the decoders of what a page sends: the envelope of every
-// frame and the reassembly of tools:chunk sequences. (The stdio line reader
+// frame and the reassembly of tools:chunk sequences, and of what a server
+// answers to initialize. (The stdio line reader
 // is fuzzed in stdio_reader_test.go.)
 
 // FuzzDecodeEnvelope: any frame is either accepted with a usable type and
@@ -197,6 +198,96 @@ func FuzzReassembler(f *testing.F) {
 			if held > limit {
 				t.Fatalf("open sequences hold %d bytes, over the limit", held)
 			}
+		}
+	})
+}
+
+// FuzzInitialize: whatever a server answers to initialize, the SDK gets a
+// well-formed response (initStub) and the page gets serverInfo as a JSON
+// object and instructions as a JSON string or nothing (describedSelf),
+// exactly as they appear in the server's bytes.
+func FuzzInitialize(f *testing.F) {
+	f.Add([]byte(`{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"a","version":"1","title":"T","icons":[{"src":"data:,","sizes":1}]},"instructions":"hi"}`))
+	f.Add([]byte(`{"serverInfo":"x","instructions":5}`))
+	f.Add([]byte(`[1]`))
+	f.Add([]byte(`{"serverInfo":{"name":3,"version":null}}`))
+	f.Fuzz(func(t *testing.T, result []byte) {
+		if !json.Valid(result) {
+			return // the tap only sees results of messages that decoded
+		}
+		raw := append(append([]byte(`{"jsonrpc":"2.0","id":1,"result":`), result...), '}')
+		out := initStub([]byte("1"), result, raw)
+		if !json.Valid(out) {
+			t.Fatalf("initStub made invalid JSON: %q", out)
+		}
+		info, instr := describedSelf(result)
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(info, &obj) != nil || obj == nil {
+			t.Fatalf("serverInfo is not an object: %q", info)
+		}
+		if instr != nil {
+			var s string
+			if json.Unmarshal(instr, &s) != nil {
+				t.Fatalf("instructions is not a string: %q", instr)
+			}
+		}
+		if string(info) != `{"name":"","version":""}` && !bytes.Contains(result, info) {
+			t.Fatalf("serverInfo %q is not the server's bytes", info)
+		}
+		if instr != nil && !bytes.Contains(result, instr) {
+			t.Fatalf("instructions %q are not the server's bytes", instr)
+		}
+	})
+}
+
+// FuzzListStub: whatever a server's tools/list page holds, the stub go-sdk
+// decodes is valid JSON that decodes as a tools/list result, keeps the
+// page's cursor, and names only tools whose name the page gave as a string.
+func FuzzListStub(f *testing.F) {
+	f.Add([]byte(`{"tools":[{"name":"a","inputSchema":{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"R"}}},"icons":[{"src":1}]}],"nextCursor":"c"}`))
+	f.Add([]byte(`{"tools":[{"name":1,"inputSchema":{}},{"name":"b","inputSchema":[]}]}`))
+	f.Add([]byte(`{"tools":null}`))
+	f.Fuzz(func(t *testing.T, result []byte) {
+		if !json.Valid(result) {
+			return // the tap only sees results of messages that decoded
+		}
+		out := listStub(result)
+		var got struct {
+			Tools []struct {
+				Name        string          `json:"name"`
+				InputSchema json.RawMessage `json:"inputSchema"`
+			} `json:"tools"`
+			NextCursor *string `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("listStub made %q: %v", out, err)
+		}
+		var page struct {
+			NextCursor *string `json:"nextCursor"`
+		}
+		if json.Unmarshal(result, &page) == nil && (page.NextCursor == nil) != (got.NextCursor == nil) {
+			t.Fatalf("the cursor was not kept: %q -> %q", result, out)
+		}
+		for _, tool := range got.Tools {
+			if !bytes.Contains(result, tool.InputSchema) {
+				t.Fatalf("inputSchema %q is not the server's bytes", tool.InputSchema)
+			}
+		}
+	})
+}
+
+// FuzzInputRequired: any tools/call result either passes (nil) or fails
+// the call with one line of valid UTF-8 for the person.
+func FuzzInputRequired(f *testing.F) {
+	f.Add([]byte(`{"resultType":"input_required","inputRequests":{"a":{"method":"elicitation/create","params":{"message":"Size?\nnm"}}}}`))
+	f.Add([]byte(`{"content":[{"type":"text","text":"input_required"}]}`))
+	f.Fuzz(func(t *testing.T, result []byte) {
+		e := inputRequired("srv", "tool", result)
+		if e == nil {
+			return
+		}
+		if strings.ContainsAny(e.Message, "\r\n") || !utf8.ValidString(e.Message) {
+			t.Fatalf("message %q is not one line of UTF-8", e.Message)
 		}
 	})
 }

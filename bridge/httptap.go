@@ -3,13 +3,17 @@ package bridge
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/stdio"
 )
@@ -23,7 +27,13 @@ type tapRoundTripper struct {
 	base    http.RoundTripper
 	headers map[string]string
 	tap     *tap
-	limit   int64 // the result limit: larger messages fail their call with stdio.CodeTooLarge
+	auth    *AuthWatch   // sees every answer's status
+	resume  *resumeWatch // counts the resumptions of cut event streams
+	log     *slog.Logger
+	// discoverTimeout bounds a server/discover: unanswered by then, it is
+	// answered "method not found" by the bridge (see discover.go).
+	discoverTimeout time.Duration
+	limit           int64 // the result limit: larger messages fail their call with stdio.CodeTooLarge
 }
 
 func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -33,6 +43,7 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	req.Header.Del("Cookie")
 	var reqID json.RawMessage
+	var method string
 	if req.Method == http.MethodPost && req.Body != nil {
 		body, err := io.ReadAll(req.Body)
 		req.Body.Close()
@@ -46,13 +57,40 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		}
 		if json.Unmarshal(body, &m) == nil && m.ID != nil {
 			reqID = bytes.Clone(m.ID)
+			method = m.Method
 			rt.tap.outgoingCall(m.Method, rawIDKey(m.ID), json.RawMessage(m.Params))
 		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		req.ContentLength = int64(len(body))
 	}
-	resp, err := rt.base.RoundTrip(req)
+	resuming := req.Method == http.MethodGet && req.Header.Get("Last-Event-ID") != ""
+	var resp *http.Response
+	var err error
+	if method == methodDiscover && rt.discoverTimeout > 0 {
+		var refused bool
+		if resp, refused, err = rt.boundedDiscover(req, reqID); refused {
+			return resp, nil
+		}
+	} else {
+		resp, err = rt.base.RoundTrip(req)
+	}
+	if err == nil && rt.auth != nil {
+		rt.auth.Observe(resp)
+	}
+	if resuming && rt.resume != nil {
+		// The event ID is the server's and says nothing secret, but it is
+		// not needed either: the count and the outcome are.
+		ok := err == nil && resp.StatusCode == http.StatusOK
+		n := rt.resume.record(ok)
+		if rt.log != nil {
+			if ok {
+				rt.log.Info("resumed a cut event stream", "attempt", n)
+			} else {
+				rt.log.Warn("resuming a cut event stream failed", "attempt", n, "error", errOrStatus(err, resp))
+			}
+		}
+	}
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
@@ -78,6 +116,83 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		resp.Header.Del("Content-Length")
 	}
 	return resp, nil
+}
+
+// boundedDiscover sends a server/discover. When the server has not
+// answered within discoverTimeout, it answers "method not found" itself
+// (refused true), so that go-sdk falls back to initialize instead of
+// waiting; otherwise it returns the server's answer, whose context ends
+// when go-sdk closes the body.
+func (rt *tapRoundTripper) boundedDiscover(req *http.Request, id json.RawMessage) (resp *http.Response, refused bool, err error) {
+	ctx, cancel := context.WithTimeout(req.Context(), rt.discoverTimeout)
+	resp, err = rt.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		if req.Context().Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			body := []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"server/discover was not answered within %s"}}`, id, rt.discoverTimeout))
+			return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(body)),
+				ContentLength: int64(len(body)), Request: req}, true, nil
+		}
+		return nil, false, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, false, nil
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+func errOrStatus(err error, resp *http.Response) string {
+	if err != nil {
+		return err.Error()
+	}
+	return resp.Status
+}
+
+// resumeWatch counts the attempts to resume a cut event stream since the
+// last one that succeeded, so that a session that fails after them says so.
+// The zero value is ready; safe for concurrent use.
+type resumeWatch struct {
+	mu     sync.Mutex
+	failed int // guarded by mu; attempts in a row that did not reconnect
+	total  int // guarded by mu; every attempt
+}
+
+// record notes one attempt and returns how many were made so far.
+func (w *resumeWatch) record(ok bool) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.total++
+	if ok {
+		w.failed = 0
+	} else {
+		w.failed++
+	}
+	return w.total
+}
+
+// attempts is the number of attempts in a row that failed, 0 if the last
+// one succeeded or none was made.
+func (w *resumeWatch) attempts() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
+}
+
+// any reports whether an attempt was made at all.
+func (w *resumeWatch) any() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.total > 0
 }
 
 // tooLargeResponse is the JSON-RPC error the bridge substitutes for a
@@ -145,10 +260,11 @@ func (s *sseTap) nextEvent() error {
 			size += int64(len(line))
 			continue
 		}
-		if err != nil && len(line) == 0 {
-			if hasData || len(fields) > 0 {
-				s.flush(fields, data, hasData, over, size)
-			}
+		if err != nil {
+			// The stream ended inside an event (a proxy cut it): the
+			// partial event is dropped, as an event-stream reader must,
+			// so that go-sdk resumes after the last complete one instead
+			// of failing on half a message.
 			return err
 		}
 		if len(line) == 0 { // end of event

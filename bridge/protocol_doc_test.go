@@ -26,7 +26,10 @@ var update = flag.Bool("update", false, "rewrite the examples in PROTOCOL.md fro
 // the examples from the run.
 func TestProtocolDocument(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
-	spec := fakeServer(t, "lab-tools", bridgetest.Mode{})
+	spec := fakeServer(t, "lab-tools", bridgetest.Mode{
+		ServerInfo:   json.RawMessage(`{"name":"lab-tools","title":"Lab tools","version":"1.0.0","websiteUrl":"https://tools.example.org/","icons":[{"src":"data:image/svg+xml;base64,PHN2Zy8+","mimeType":"image/svg+xml"}]}`),
+		Instructions: "Build the box first; lengths are in nm.",
+	})
 	spec.Env["LAB_TOOLS_HOME"] = "/opt/lab-tools"
 	spec.Source = "/home/alice/.jupyter/jupyter_server_config.json"
 	spec.Fingerprint = "sha256:6f1c0e2b9d4a7c35e8b1f0a2d3c4b5a697887766554433221100ffeeddccbbaa"

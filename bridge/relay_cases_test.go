@@ -21,7 +21,7 @@ import (
 )
 
 // allowedMethods are the only methods a tool server may ever receive.
-var allowedMethods = []string{"initialize", "notifications/initialized", "tools/list", "tools/call", "notifications/cancelled"}
+var allowedMethods = []string{"server/discover", "initialize", "notifications/initialized", "tools/list", "tools/call", "notifications/cancelled"}
 
 func checkJournal(t *testing.T, path string) []string {
 	t.Helper()

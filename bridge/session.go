@@ -1,10 +1,13 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -31,10 +34,12 @@ const (
 // fingerprint), shared by every tab that connected it. It is created by
 // Bridge.acquire and ended by stop or by the server.
 type session struct {
-	b    *Bridge
-	spec ServerSpec
-	key  string
-	tap  *tap
+	b      *Bridge
+	spec   ServerSpec
+	key    string
+	tap    *tap
+	auth   AuthWatch   // an HTTP server's 401 and 403
+	resume resumeWatch // an HTTP server's resumed event streams
 
 	ready chan struct{} // closed by run when the start finished (ok or not)
 	done  chan struct{} // closed by run when the session has ended and its process is gone
@@ -42,7 +47,8 @@ type session struct {
 	// Set by run before ready is closed; read-only afterwards.
 	startErr        error
 	cs              *mcp.ClientSession
-	serverInfo      json.RawMessage
+	serverInfo      json.RawMessage // initialize's serverInfo object, raw
+	instructions    json.RawMessage // initialize's instructions string, raw; nil if absent
 	protocolVersion string
 
 	stopOnce sync.Once
@@ -53,6 +59,7 @@ type session struct {
 	watchers map[int]func(line string) // guarded by mu; connects waiting for the start
 	calls    map[string]*call          // guarded by mu; by progress token
 	stderr   []string                  // guarded by mu; the latest stderr lines (bounded)
+	excluded map[string]string         // guarded by mu; tools go-sdk excluded from the listing page being read, with why
 	nextW    int                       // guarded by mu
 	ended    bool                      // guarded by mu; no more calls accepted
 	endedBy  string                    // guarded by mu; why a session that ended on its own ended
@@ -65,8 +72,9 @@ type session struct {
 
 // listing is a server's tools/list, every page, kept raw.
 type listing struct {
-	raw   []byte              // the JSON array of tools exactly as sent
-	tools map[string]toolInfo // by name
+	raw     []byte              // the JSON array of tools exactly as sent, less dropped ones
+	tools   map[string]toolInfo // by name
+	dropped []byte              // JSON array of {name, reason}: tools left out; nil if none
 }
 
 type toolInfo struct {
@@ -276,6 +284,12 @@ func (s *session) describe(err error) error {
 	if errors.As(err, &exit) {
 		return exit
 	}
+	if hint := s.auth.Hint(s.spec.Name, slices.Collect(maps.Keys(s.spec.Headers))); hint != "" {
+		return errors.New(oneLine(hint))
+	}
+	if n := s.resume.attempts(); n > 0 || s.resume.any() && strings.Contains(err.Error(), "retries without progress") {
+		return errors.New(oneLine(fmt.Sprintf("%s: the server's event stream was cut and could not be resumed (%d attempts with Last-Event-ID in a row failed): %v", s.spec.Name, n, err)))
+	}
 	msg := err.Error()
 	if errors.Is(err, context.DeadlineExceeded) {
 		msg = fmt.Sprintf("%s did not answer initialize within %s", s.spec.Name, s.b.opts.InitTimeout)
@@ -350,16 +364,20 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 			Logger:            s.b.log.With("server", s.spec.Name),
 		})
 		sc.pipes = st
-		inner = st
+		inner = discoverBoundTransport{inner: st, after: s.b.opts.DiscoverTimeout}
 	case TransportHTTP:
 		u, err := url.Parse(s.spec.URL)
 		if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname()))) {
 			return nil, fmt.Errorf("%s: url must use https unless the host is loopback", s.spec.Name)
 		}
+		// go-sdk resumes a cut event stream itself (GET with
+		// Last-Event-ID, honouring the server's retry), up to MaxRetries
+		// attempts in a row without a new event; zero would mean its
+		// default, so the bridge's "never" (-1) is passed as is.
 		inner = &mcp.StreamableClientTransport{
 			Endpoint:   s.spec.URL,
-			HTTPClient: s.b.httpClientFor(s.spec, s.tap),
-			MaxRetries: -1,
+			HTTPClient: s.b.httpClientFor(s.spec, s.tap, &s.auth, &s.resume),
+			MaxRetries: s.b.opts.StreamRetries,
 		}
 	default:
 		return nil, fmt.Errorf("%s: unknown transport %q", s.spec.Name, s.spec.Transport)
@@ -375,31 +393,124 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 			default: // a refresh is already pending
 			}
 		},
-		Logger: s.b.log.With("server", s.spec.Name, "component", "go-sdk"),
+		Logger: slog.New(&sdkLogTap{inner: s.b.log.With("server", s.spec.Name, "component", "go-sdk").Handler(), onExclude: s.excludeTool}),
 	})
+	initSlot := &rawSlot{}
+	s.tap.expectInit(initSlot)
 	initCtx, cancel := context.WithTimeout(ctx, s.b.opts.InitTimeout)
 	defer cancel()
-	cs, err := client.Connect(initCtx, sc.rec, &mcp.ClientSessionOptions{ProtocolVersion: s.b.opts.ProtocolVersion})
+	cs, err := client.Connect(initCtx, sc.rec, &mcp.ClientSessionOptions{ProtocolVersion: s.b.offeredVersion(s.key)})
+	s.tap.expectInit(nil)
 	if err != nil {
 		return sc, err
 	}
 	sc.cs = cs
 	s.cs = cs
-	res := cs.InitializeResult()
-	if res != nil {
+	if res := cs.InitializeResult(); res != nil {
 		s.protocolVersion = res.ProtocolVersion
-		if res.ServerInfo != nil {
-			s.serverInfo, _ = json.Marshal(struct {
-				Name    string `json:"name"`
-				Title   string `json:"title,omitempty"`
-				Version string `json:"version"`
-			}{res.ServerInfo.Name, res.ServerInfo.Title, res.ServerInfo.Version})
-		}
+		s.b.rememberVersion(s.key, res.ProtocolVersion)
 	}
-	if s.serverInfo == nil {
-		s.serverInfo = []byte(`{"name":"","version":""}`)
-	}
+	raw, _, _ := initSlot.get()
+	s.serverInfo, s.instructions = describedSelf(raw)
 	return sc, nil
+}
+
+// describedSelf returns what an initialize (or server/discover) result
+// says about the server, raw as sent: the serverInfo object (name,
+// version, title, websiteUrl, icons, ...; server/discover has it in _meta)
+// and the instructions string (nil if absent). A serverInfo
+// that is not an object becomes {"name":"","version":""}; instructions that
+// are not a string are left out.
+func describedSelf(result []byte) (info, instructions json.RawMessage) {
+	var r struct {
+		ServerInfo   json.RawMessage `json:"serverInfo"`
+		Instructions json.RawMessage `json:"instructions"`
+		Meta         struct {
+			// Where server/discover (revision 2026-07-28) carries it.
+			ServerInfo json.RawMessage `json:"io.modelcontextprotocol/serverInfo"`
+		} `json:"_meta"`
+	}
+	_ = json.Unmarshal(result, &r)
+	if len(r.ServerInfo) == 0 {
+		r.ServerInfo = r.Meta.ServerInfo
+	}
+	info = []byte(`{"name":"","version":""}`)
+	if len(r.ServerInfo) > 0 && r.ServerInfo[0] == '{' {
+		info = r.ServerInfo
+	}
+	if len(r.Instructions) > 0 && r.Instructions[0] == '"' {
+		instructions = r.Instructions
+	}
+	return info, instructions
+}
+
+// listingFields are the raw reply fields of a listing: tools, and
+// droppedTools when some were left out.
+func listingFields(l *listing) []rawField {
+	out := []rawField{{"tools", l.raw}}
+	if l.dropped != nil {
+		out = append(out, rawField{"droppedTools", l.dropped})
+	}
+	return out
+}
+
+// excludeTool records that go-sdk excluded a tool from a tools/list page.
+func (s *session) excludeTool(tool, reason string) {
+	s.mu.Lock()
+	if s.excluded != nil {
+		s.excluded[tool] = reason
+	}
+	s.mu.Unlock()
+}
+
+// sdkLogTap passes go-sdk's log on and reports the tools it excludes from
+// a tools/list page (invalid x-mcp-header declarations): go-sdk's log is
+// the only place that says which and why.
+type sdkLogTap struct {
+	inner     slog.Handler
+	onExclude func(tool, reason string)
+}
+
+func (h *sdkLogTap) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelError || h.inner.Enabled(ctx, l)
+}
+
+func (h *sdkLogTap) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "excluding tool from tools/list" {
+		var tool, reason string
+		r.Attrs(func(a slog.Attr) bool {
+			switch a.Key {
+			case "tool":
+				tool = a.Value.String()
+			case "error":
+				reason = a.Value.String()
+			}
+			return true
+		})
+		h.onExclude(tool, reason)
+	}
+	if !h.inner.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.inner.Handle(ctx, r)
+}
+
+func (h *sdkLogTap) WithAttrs(as []slog.Attr) slog.Handler {
+	return &sdkLogTap{inner: h.inner.WithAttrs(as), onExclude: h.onExclude}
+}
+
+func (h *sdkLogTap) WithGroup(name string) slog.Handler {
+	return &sdkLogTap{inner: h.inner.WithGroup(name), onExclude: h.onExclude}
+}
+
+// selfFields returns serverInfo and (if the server sent them) instructions
+// as raw reply fields, exactly as the server sent them, followed by more.
+func (s *session) selfFields(more ...rawField) []rawField {
+	out := []rawField{{"serverInfo", s.serverInfo}}
+	if s.instructions != nil {
+		out = append(out, rawField{"instructions", s.instructions})
+	}
+	return append(out, more...)
 }
 
 // refreshListing fetches every page of tools/list, raw, and replaces the
@@ -409,6 +520,9 @@ func (s *session) refreshListing(ctx context.Context) error {
 	defer cancel()
 	var tools []json.RawMessage
 	cursor := ""
+	s.mu.Lock()
+	s.excluded = map[string]string{}
+	s.mu.Unlock()
 	for page := 0; ; page++ {
 		if page >= 1000 {
 			return fmt.Errorf("%s: tools/list did not end after 1000 pages", s.spec.Name)
@@ -441,6 +555,37 @@ func (s *session) refreshListing(ctx context.Context) error {
 		cursor = *pageBody.NextCursor
 	}
 	l := &listing{tools: make(map[string]toolInfo, len(tools))}
+	s.mu.Lock()
+	excluded := s.excluded
+	s.excluded = nil
+	s.mu.Unlock()
+	if s.protocolVersion >= "2026-07-28" && len(excluded) > 0 {
+		// Revision 2026-07-28: a tool whose x-mcp-header declarations are
+		// invalid cannot be called correctly (go-sdk sends no headers for
+		// it), so it is left out, and the page told which and why.
+		type dropped struct {
+			Name   string `json:"name"`
+			Reason string `json:"reason"`
+		}
+		var kept []json.RawMessage
+		var out []dropped
+		for _, t := range tools {
+			var info struct {
+				Name string `json:"name"`
+			}
+			_ = json.Unmarshal(t, &info)
+			if why, ok := excluded[info.Name]; ok {
+				out = append(out, dropped{info.Name, oneLine("invalid x-mcp-header declaration: " + why)})
+				continue
+			}
+			kept = append(kept, t)
+		}
+		tools = kept
+		if len(out) > 0 {
+			l.dropped, _ = json.Marshal(out)
+			s.b.log.Warn("tools left out of the listing", "server", s.spec.Name, "dropped", string(l.dropped))
+		}
+	}
 	size := 2
 	for _, t := range tools {
 		size += len(t) + 1
@@ -531,6 +676,9 @@ func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
 	case rpcErr != nil:
 		return nil, errorf(CodeServerFailed, "%s: %s (JSON-RPC error %d)", s.spec.Name, rpcErr.Message, rpcErr.Code)
 	case got:
+		if e := inputRequired(s.spec.Name, c.tool, raw); e != nil {
+			return nil, e
+		}
 		return raw, nil
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return nil, errorf(CodeTimeout, "%s: %s did not finish within %s", s.spec.Name, c.tool, c.timeout)
@@ -540,6 +688,50 @@ func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
 		return nil, errorf(CodeServerFailed, "%s", s.describe(err).Error())
 	}
 	return nil, errorf(CodeServerFailed, "%s: no result", s.spec.Name)
+}
+
+// inputRequired returns the error for the page when a tools/call result is
+// one of revision 2026-07-28's multi-round-trip results (resultType
+// "input_required": the server asks the client for input and wants the
+// call retried with the answers). The Builder cannot supply such input, so
+// the call fails with one line naming what the tool wanted; nil for any
+// other result. Only the top-level resultType is read (a cheap test first:
+// results can be 40 MB).
+func inputRequired(server, tool string, raw []byte) *protoError {
+	if !bytes.Contains(raw, []byte(`"input_required"`)) {
+		return nil
+	}
+	var r struct {
+		ResultType    string `json:"resultType"`
+		InputRequests map[string]struct {
+			Method string `json:"method"`
+			Params struct {
+				Message string `json:"message"`
+			} `json:"params"`
+		} `json:"inputRequests"`
+	}
+	if json.Unmarshal(raw, &r) != nil || r.ResultType != "input_required" {
+		return nil
+	}
+	var wants []string
+	for _, id := range slices.Sorted(maps.Keys(r.InputRequests)) {
+		in := r.InputRequests[id]
+		w := in.Method
+		if w == "" {
+			w = "unknown input"
+		}
+		if m := strings.TrimSpace(in.Params.Message); m != "" {
+			if len(m) > 200 {
+				m = strings.ToValidUTF8(m[:200], "") + "…"
+			}
+			w += fmt.Sprintf(" %q", m)
+		}
+		wants = append(wants, w)
+	}
+	if len(wants) == 0 {
+		wants = []string{"input it did not describe"}
+	}
+	return errorf(CodeServerFailed, "%s: %s asked for more input (%s), which the Builder cannot supply in the middle of a call", server, tool, strings.Join(wants, "; "))
 }
 
 // childEnv is the environment of a stdio server: the bridge's own, less the
@@ -577,13 +769,14 @@ func (b *Bridge) childEnv(extra map[string]string) []string {
 // httpClientFor returns the HTTP client for one Streamable HTTP server: the
 // entry's headers on every request, nothing of the page's request, no
 // cookies, no redirects, and the raw tap on response bodies.
-func (b *Bridge) httpClientFor(spec ServerSpec, t *tap) *http.Client {
+func (b *Bridge) httpClientFor(spec ServerSpec, t *tap, auth *AuthWatch, resume *resumeWatch) *http.Client {
 	base := b.opts.HTTPTransport
 	if base == nil {
 		base = http.DefaultTransport
 	}
 	return &http.Client{
-		Transport: &tapRoundTripper{base: base, headers: spec.Headers, tap: t, limit: b.opts.ResultLimit},
+		Transport: &tapRoundTripper{base: base, headers: spec.Headers, tap: t, auth: auth, resume: resume, log: b.log.With("server", spec.Name),
+			discoverTimeout: b.opts.DiscoverTimeout, limit: b.opts.ResultLimit},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return fmt.Errorf("%s: the server answered with a redirect, which the bridge does not follow", spec.Name)
 		},

@@ -799,13 +799,12 @@ wait:
 	t.mu.Unlock()
 	if !answer(buildMessage(struct {
 		replyHead
-		Server          string          `json:"server"`
-		Fingerprint     string          `json:"fingerprint"`
-		ServerInfo      json.RawMessage `json:"serverInfo"`
-		ProtocolVersion string          `json:"protocolVersion"`
-		Approval        string          `json:"approval,omitempty"`
-	}{replyHead{Type: m.Type, ID: m.ID, OK: true}, spec.Name, spec.Fingerprint, s.serverInfo, s.protocolVersion, approval},
-		rawField{"tools", l.raw})) {
+		Server          string `json:"server"`
+		Fingerprint     string `json:"fingerprint"`
+		ProtocolVersion string `json:"protocolVersion"`
+		Approval        string `json:"approval,omitempty"`
+	}{replyHead{Type: m.Type, ID: m.ID, OK: true}, spec.Name, spec.Fingerprint, s.protocolVersion, approval},
+		s.selfFields(listingFields(l)...)...)) {
 		// Cancelled between the start and the answer: give the share back.
 		t.mu.Lock()
 		if t.shares[spec.Name] == s {

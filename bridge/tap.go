@@ -19,6 +19,7 @@ import (
 // rawSlot receives the raw outcome of one upstream request.
 type rawSlot struct {
 	list bool // a tools/list slot (else tools/call); set before use
+	init bool // the initialize slot: the result is kept and the SDK sees it less serverInfo's extras
 
 	mu       sync.Mutex
 	result   []byte // guarded by mu; the raw "result" value
@@ -58,6 +59,7 @@ type tap struct {
 	byToken map[string]*rawSlot // guarded by mu; tools/call slots by progress token
 	byID    map[string]*rawSlot // guarded by mu; by JSON-RPC request id, set when the request is written
 	list    *rawSlot            // guarded by mu; the tools/list in progress (listing is serialized)
+	init    *rawSlot            // guarded by mu; the initialize to come
 }
 
 func newTap(onProgress func(*mcp.ProgressNotificationParams)) *tap {
@@ -75,6 +77,19 @@ func (t *tap) expectCall(token string, s *rawSlot) {
 func (t *tap) expectList(s *rawSlot) {
 	t.mu.Lock()
 	t.list = s
+	t.mu.Unlock()
+}
+
+// expectInit registers the slot for the session's handshake: the
+// server/discover of revision 2026-07-28 and the initialize of earlier ones
+// (go-sdk may send both, the second after the first failed). The slot
+// keeps the last successful result. expectInit(nil) ends the handshake.
+func (t *tap) expectInit(s *rawSlot) {
+	if s != nil {
+		s.init = true
+	}
+	t.mu.Lock()
+	t.init = s
 	t.mu.Unlock()
 }
 
@@ -108,6 +123,12 @@ func (t *tap) outgoingCall(method, id string, params json.RawMessage) {
 		t.mu.Lock()
 		if s := t.byToken[token]; s != nil && token != "" {
 			t.byID[id] = s
+		}
+		t.mu.Unlock()
+	case "initialize", "server/discover":
+		t.mu.Lock()
+		if t.init != nil {
+			t.byID[id] = t.init
 		}
 		t.mu.Unlock()
 	case "tools/list":
@@ -195,6 +216,15 @@ func (t *tap) response(raw []byte) []byte {
 	if s == nil {
 		return raw
 	}
+	if s.init && (m.Error != nil || m.Result == nil) {
+		return raw // a failed step of the handshake: go-sdk falls back
+	}
+	if s.init && bytes.Contains(raw, []byte(`"supportedVersions"`)) {
+		// server/discover: kept raw for the page, decoded by go-sdk as
+		// sent (its serverInfo is a _meta entry go-sdk reads leniently).
+		s.set(bytes.Clone(m.Result), nil)
+		return raw
+	}
 	if m.Error != nil {
 		var e rpcError
 		if json.Unmarshal(m.Error, &e) != nil {
@@ -211,6 +241,10 @@ func (t *tap) response(raw []byte) []byte {
 	// buffers; the HTTP tap reads each body or event into a slice of its
 	// own), so the result can stay a sub-slice of it: no copy of 40 MB.
 	result := []byte(m.Result)
+	if s.init {
+		s.set(bytes.Clone(result), nil)
+		return initStub(m.ID, result, raw)
+	}
 	s.set(result, nil)
 	// Hand the SDK a stub of the right shape.
 	stub := stubCallResult
@@ -225,16 +259,76 @@ func (t *tap) response(raw []byte) []byte {
 	return append(out, '}')
 }
 
+// initStub is the initialize response the SDK decodes: the server's own,
+// with serverInfo cut down to its name and version (strings or empty).
+// The bridge relays serverInfo raw; the SDK would decode its title, icons
+// and websiteUrl into typed fields and fail the whole session on one it
+// cannot read. raw is returned unchanged if result is not an object.
+func initStub(id, result, raw []byte) []byte {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(result, &fields) != nil || fields == nil {
+		return raw
+	}
+	var info struct {
+		Name    any `json:"name"`
+		Version any `json:"version"`
+	}
+	_ = json.Unmarshal(fields["serverInfo"], &info)
+	name, _ := info.Name.(string)
+	version, _ := info.Version.(string)
+	fields["serverInfo"], _ = json.Marshal(struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}{name, version})
+	stub, err := json.Marshal(fields)
+	if err != nil {
+		return raw
+	}
+	out := make([]byte, 0, len(id)+len(stub)+40)
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	out = append(out, `,"result":`...)
+	out = append(out, stub...)
+	return append(out, '}')
+}
+
+// listStub is the tools/list page the SDK decodes: each tool cut down to
+// its name and input schema (the bridge relays the listing raw), so that
+// go-sdk knows the arguments a tool declares with x-mcp-header and sends
+// their Mcp-Param-* headers under revision 2026-07-28, but never fails on
+// a field it cannot decode (an icon, an unknown content type). Tools
+// without a string name or an object schema are left out of the stub.
 func listStub(result []byte) []byte {
 	var page struct {
+		Tools []struct {
+			Name        json.RawMessage `json:"name"`
+			InputSchema json.RawMessage `json:"inputSchema"`
+		} `json:"tools"`
 		NextCursor *string `json:"nextCursor"`
 	}
 	_ = json.Unmarshal(result, &page)
-	if page.NextCursor == nil {
-		return []byte(`{"tools":[]}`)
+	out := []byte(`{"tools":[`)
+	n := 0
+	for _, t := range page.Tools {
+		if len(t.Name) == 0 || t.Name[0] != '"' || len(t.InputSchema) == 0 || t.InputSchema[0] != '{' {
+			continue
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		n++
+		out = append(out, `{"name":`...)
+		out = append(out, t.Name...)
+		out = append(out, `,"inputSchema":`...)
+		out = append(out, t.InputSchema...)
+		out = append(out, '}')
 	}
-	c, _ := json.Marshal(*page.NextCursor)
-	return append(append([]byte(`{"tools":[],"nextCursor":`), c...), '}')
+	out = append(out, ']')
+	if page.NextCursor != nil {
+		c, _ := json.Marshal(*page.NextCursor)
+		out = append(append(out, `,"nextCursor":`...), c...)
+	}
+	return append(out, '}')
 }
 
 // rawRef holds a JSON value as a sub-slice of the input being decoded

@@ -22,6 +22,11 @@ type HTTPOptions struct {
 	// Name and Version are serverInfo. If empty, "bridgetest-http" and Version.
 	Name    string
 	Version string
+	// ServerInfo, when set, is initialize's serverInfo exactly as these
+	// bytes (indentation kept) in place of {"name", "version"}; Instructions,
+	// when set, is initialize's instructions.
+	ServerInfo   json.RawMessage
+	Instructions string
 	// FixtureList is a tools-list fixture file; when set, the tools/list
 	// result is the file's bytes exactly (surrounding whitespace trimmed,
 	// indentation kept) instead of the built-in listing. No pagination.
@@ -262,6 +267,27 @@ func (h *HTTPReplay) initialize(w http.ResponseWriter, r *http.Request, m *incom
 		"capabilities":    map[string]any{"tools": map[string]any{}},
 		"serverInfo":      map[string]any{"name": h.opts.Name, "version": h.opts.Version},
 	})
+	if h.opts.ServerInfo != nil || h.opts.Instructions != "" {
+		// Written by hand so that serverInfo keeps its bytes.
+		pv, _ := json.Marshal(version)
+		var b bytes.Buffer
+		b.WriteString(`{"protocolVersion":`)
+		b.Write(pv)
+		b.WriteString(`,"capabilities":{"tools":{}},"serverInfo":`)
+		if h.opts.ServerInfo != nil {
+			b.Write(h.opts.ServerInfo)
+		} else {
+			si, _ := json.Marshal(map[string]any{"name": h.opts.Name, "version": h.opts.Version})
+			b.Write(si)
+		}
+		if h.opts.Instructions != "" {
+			in, _ := json.Marshal(h.opts.Instructions)
+			b.WriteString(`,"instructions":`)
+			b.Write(in)
+		}
+		b.WriteString(`}`)
+		res = b.Bytes()
+	}
 	w.Header().Set("Mcp-Session-Id", sid)
 	writeJSONReply(w, m.ID, res)
 }

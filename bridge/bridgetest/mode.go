@@ -29,6 +29,12 @@ type Mode struct {
 	Name string `json:"name,omitempty"`
 	// Version is serverInfo.version. If empty, Version.
 	Version string `json:"version,omitempty"`
+	// ServerInfo, when set, is initialize's serverInfo object as sent
+	// (compacted), in place of {"name": Name, "version": Version}: a server
+	// that describes itself with title, websiteUrl or icons.
+	ServerInfo json.RawMessage `json:"serverInfo,omitempty"`
+	// Instructions, when set, is initialize's instructions.
+	Instructions string `json:"instructions,omitempty"`
 
 	// Journal is a file to which every received message is appended as one
 	// JSON line (see JournalEntry); several servers may share one file. If
@@ -51,6 +57,9 @@ type Mode struct {
 	ExitBeforeInit bool `json:"exitBeforeInit,omitempty"`
 	// HangInit never answers initialize (other requests are answered).
 	HangInit bool `json:"hangInit,omitempty"`
+	// IgnoreUnknown leaves requests for unknown methods (server/discover,
+	// say) unanswered instead of answering -32601, as some servers do.
+	IgnoreUnknown bool `json:"ignoreUnknown,omitempty"`
 	// StderrFlood writes this many bytes of noise lines to stderr at start,
 	// streamed, before serving.
 	StderrFlood int64 `json:"stderrFlood,omitempty"`

@@ -429,6 +429,12 @@ func (s *server) handleLine(line []byte) {
 			"capabilities":    map[string]any{"tools": map[string]any{"listChanged": true}},
 			"serverInfo":      map[string]any{"name": s.mode.Name, "version": s.mode.Version},
 		}
+		if s.mode.ServerInfo != nil {
+			res["serverInfo"] = s.mode.ServerInfo
+		}
+		if s.mode.Instructions != "" {
+			res["instructions"] = s.mode.Instructions
+		}
 		s.reply(m.ID, res)
 	case "notifications/initialized":
 		s.journal.add(entry)
@@ -484,7 +490,7 @@ func (s *server) handleLine(line []byte) {
 	default:
 		entry.Unknown = true
 		s.journal.add(entry)
-		if m.hasID() {
+		if m.hasID() && !s.mode.IgnoreUnknown {
 			s.replyError(m.ID, -32601, "method not found: "+m.Method)
 		}
 	}

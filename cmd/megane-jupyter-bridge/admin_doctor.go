@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/child"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 	"github.com/megane-labs/megane-jupyter-bridge/stdio"
@@ -320,17 +322,22 @@ func checkJupyter(ctx context.Context, r *report, url string, cfg *jupyter.Confi
 // entryTransport is the MCP transport the bridge uses for e: its own stdio
 // transport (junk on stdout skipped, the whole process group stopped, the
 // environment filtered by the admin's strip list) or Streamable HTTP with
-// the entry's headers. pipes is nil for HTTP. The stdio transport logs the
-// lines it skips on the server's stdout to log (nil discards).
-func entryTransport(cfg *jupyter.Config, e jupyter.Entry, log *slog.Logger) (transport mcp.Transport, pipes *stdio.Transport) {
+// the entry's headers. pipes is nil for HTTP, auth nil for stdio: auth sees
+// the HTTP server's answers, for the line to print when it wants
+// credentials. The stdio transport logs the lines it skips on the server's
+// stdout to log (nil discards).
+func entryTransport(cfg *jupyter.Config, e jupyter.Entry, log *slog.Logger) (transport mcp.Transport, pipes *stdio.Transport, auth *bridge.AuthWatch) {
 	switch e.Transport {
 	case jupyter.TransportStdio:
 		pipes = stdio.NewTransport(stdio.Options{Name: e.Name, Command: e.Command, Args: e.Args,
 			Env: child.Environ(os.Environ(), cfg.Admin.StripEnv, e.Env), Dir: e.Cwd, TerminateDuration: time.Second, KillDuration: 2 * time.Second, Logger: log})
-		return pipes, pipes
+		return pipes, pipes, nil
 	default:
-		return &mcp.StreamableClientTransport{Endpoint: e.URL, MaxRetries: -1,
-			HTTPClient: &http.Client{Transport: headerTransport{e.Headers, http.DefaultTransport}}}, nil
+		auth = &bridge.AuthWatch{}
+		// MaxRetries as the bridge's default StreamRetries: a cut event
+		// stream is resumed (Last-Event-ID) as in a real session.
+		return &mcp.StreamableClientTransport{Endpoint: e.URL, MaxRetries: 5,
+			HTTPClient: &http.Client{Transport: headerTransport{e.Headers, auth, http.DefaultTransport}}}, nil, auth
 	}
 }
 
@@ -353,9 +360,16 @@ func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e jupyter.E
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "megane-jupyter-bridge-doctor", Version: version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
-	transport, pipes := entryTransport(cfg, e, nil)
+	transport, pipes, auth := entryTransport(cfg, e, nil)
 	fail := func(step string, start time.Time, err error) {
 		msg := fmt.Sprintf("server %s: %s failed after %s: %v", e.Name, step, time.Since(start).Round(time.Millisecond), err)
+		if auth != nil {
+			if hint := auth.Hint(e.Name, slices.Sorted(maps.Keys(e.Headers))); hint != "" {
+				// go-sdk's error may quote the server's body, which can
+				// echo what was sent: only the hint is printed.
+				msg = fmt.Sprintf("server %s: %s failed after %s: %s", e.Name, step, time.Since(start).Round(time.Millisecond), hint)
+			}
+		}
 		r.add("error", "%s", msg+stderrHint(pipes, msg))
 	}
 	start := time.Now()
@@ -388,9 +402,11 @@ func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e jupyter.E
 	r.add("ok", "server %s%s: initialize %s, tools/list %s, %d tools", e.Name, info, initDur.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), n)
 }
 
-// headerTransport adds an entry's headers to every request.
+// headerTransport adds an entry's headers to every request and shows auth
+// every answer.
 type headerTransport struct {
 	headers map[string]string
+	auth    *bridge.AuthWatch
 	next    http.RoundTripper
 }
 
@@ -399,5 +415,9 @@ func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for k, v := range h.headers {
 		req.Header.Set(k, v)
 	}
-	return h.next.RoundTrip(req)
+	resp, err := h.next.RoundTrip(req)
+	if err == nil && h.auth != nil {
+		h.auth.Observe(resp)
+	}
+	return resp, err
 }

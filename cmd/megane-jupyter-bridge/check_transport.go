@@ -39,7 +39,7 @@ func treeCPU(tree processTree) (map[int]time.Duration, error) {
 // noise, so that check can count what the server wrote to stdout besides
 // MCP (§6). pipes and tree are nil for a Streamable HTTP server.
 func checkTransport(cfg *jupyter.Config, e jupyter.Entry, noise *stdoutNoise) (transport mcp.Transport, pipes *stdio.Transport, tree processTree) {
-	transport, pipes = entryTransport(cfg, e, slog.New(noise))
+	transport, pipes, _ = entryTransport(cfg, e, slog.New(noise))
 	if pipes == nil {
 		return transport, nil, nil
 	}
