@@ -210,7 +210,10 @@ func hostOnly(hostport string) string {
 }
 
 // isLoopbackHost reports whether a Host header names this machine's
-// loopback interface by name or by address.
+// loopback interface by name or by address. Unlike bridge.LoopbackHost (a
+// tool server URL, which the bridge resolves itself) it accepts any name
+// under .localhost: the header comes from a browser, and browsers resolve
+// those names to loopback without asking DNS.
 func isLoopbackHost(hostport string) bool {
 	h := hostOnly(hostport)
 	if strings.EqualFold(h, "localhost") || strings.HasSuffix(strings.ToLower(h), ".localhost") {

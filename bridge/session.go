@@ -367,7 +367,7 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 		inner = discoverBoundTransport{inner: st, after: s.b.opts.DiscoverTimeout}
 	case TransportHTTP:
 		u, err := url.Parse(s.spec.URL)
-		if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname()))) {
+		if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && LoopbackHost(u.Hostname()))) {
 			return nil, fmt.Errorf("%s: url must use https unless the host is loopback", s.spec.Name)
 		}
 		// go-sdk resumes a cut event stream itself (GET with
@@ -783,8 +783,16 @@ func (b *Bridge) httpClientFor(spec ServerSpec, t *tap, auth *AuthWatch, resume 
 	}
 }
 
-func isLoopbackHost(host string) bool {
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+// LoopbackHost reports whether a tool server URL's host (url.Hostname) is
+// reached over this machine's loopback: "localhost" or a loopback address.
+// Only such a URL may use plain http. Other names under .localhost are not:
+// the bridge resolves names with the system's resolver, which may ask DNS
+// for them, so "http://tools.localhost" could be plaintext to another
+// machine. (A browser's Host header is another question: auth accepts
+// *.localhost there, because browsers resolve it to loopback themselves.)
+// The one definition: configuration checks URLs with it too.
+func LoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)

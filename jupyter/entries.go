@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
@@ -331,7 +331,7 @@ func checkURL(u string) string {
 	switch p.Scheme {
 	case "https":
 	case "http":
-		if !isLoopbackHost(p.Hostname()) {
+		if !bridge.LoopbackHost(p.Hostname()) {
 			return fmt.Sprintf("url must use https unless the host is loopback (found %s)", p.Host)
 		}
 	default:
@@ -347,14 +347,6 @@ func checkURL(u string) string {
 		return "url must not contain a #fragment"
 	}
 	return ""
-}
-
-func isLoopbackHost(h string) bool {
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 func validHeaderName(k string) bool {
