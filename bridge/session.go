@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/megane-labs/megane-jupyter-bridge/child"
 	"github.com/megane-labs/megane-jupyter-bridge/stdio"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -735,35 +736,13 @@ func inputRequired(server, tool string, raw []byte) *protoError {
 }
 
 // childEnv is the environment of a stdio server: the bridge's own, less the
-// credentials it must never pass on, plus the entry's env.
+// credentials it must never pass on, plus the entry's env (child.Environ).
 func (b *Bridge) childEnv(extra map[string]string) []string {
 	base := b.opts.Environ
 	if base == nil {
 		base = os.Environ()
 	}
-	stripped := func(name string) bool {
-		for _, p := range b.opts.StripEnv {
-			if pre, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(name, pre) || p == name {
-				return true
-			}
-		}
-		return strings.HasPrefix(name, "MEGANE_BRIDGE_KEEPER")
-	}
-	env := make([]string, 0, len(base)+len(extra))
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if stripped(k) {
-			continue
-		}
-		if _, over := extra[k]; over {
-			continue
-		}
-		env = append(env, kv)
-	}
-	for k, v := range extra {
-		env = append(env, k+"="+v)
-	}
-	return env
+	return child.Environ(base, b.opts.StripEnv, extra)
 }
 
 // httpClientFor returns the HTTP client for one Streamable HTTP server: the
