@@ -120,7 +120,11 @@ func failures(out string) string {
 	var keep []string
 	lines := strings.Split(out, "\n")
 	for i, l := range lines {
-		if strings.Contains(l, "FAIL") || strings.Contains(l, "panic") || (strings.HasPrefix(l, "    ") && i > 0 && !strings.HasPrefix(strings.TrimSpace(l), "--- PASS")) {
+		// A timeout's panic names the running tests on lines that start
+		// with a tab, before the goroutine dump.
+		running := i > 0 && strings.HasPrefix(lines[i-1], "running tests:") || strings.HasPrefix(l, "\t") && len(keep) > 0 && strings.HasPrefix(keep[len(keep)-1], "\t")
+		if strings.Contains(l, "FAIL") || strings.Contains(l, "panic") || strings.HasPrefix(l, "running tests:") || running ||
+			(strings.HasPrefix(l, "    ") && i > 0 && !strings.HasPrefix(strings.TrimSpace(l), "--- PASS")) {
 			keep = append(keep, l)
 		}
 	}

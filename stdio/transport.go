@@ -438,8 +438,17 @@ func (c *stdioConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.stopping.Store(true)
 		close(c.closing)
-		_ = c.stdin.Close()
+		// Closing stdin is the polite request to stop. It runs beside the
+		// stop ladder: on Windows, where pipes are synchronous, a Write
+		// blocked on a server that never reads holds stdin's Close until
+		// the server is gone, which the ladder sees to.
+		stdinClosed := make(chan struct{})
+		go func() {
+			defer close(stdinClosed)
+			_ = c.stdin.Close()
+		}()
 		c.proc.Stop(c.t.opts.TerminateDuration, c.t.opts.KillDuration)
+		<-stdinClosed
 		c.wg.Wait()
 	})
 	return nil
