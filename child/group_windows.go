@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/windows"
 )
@@ -28,44 +27,16 @@ func Interrupt(p *os.Process) error {
 
 // KillGroup terminates p and every process descended from it.
 func KillGroup(p *os.Process) error {
-	for _, pid := range descendants(p.Pid) {
-		if h, err := windows.OpenProcess(windows.PROCESS_TERMINATE, false, uint32(pid)); err == nil {
+	for _, d := range Tree(p.Pid) { // p and its descendants (Group is the pid on Windows)
+		if d.PID == p.Pid {
+			continue
+		}
+		if h, err := windows.OpenProcess(windows.PROCESS_TERMINATE, false, uint32(d.PID)); err == nil {
 			_ = windows.TerminateProcess(h, 1)
 			windows.CloseHandle(h)
 		}
 	}
 	return p.Kill()
-}
-
-// descendants lists the processes below pid, from the process table.
-func descendants(pid int) []int {
-	snap, err := windows.CreateToolhelp32Snapshot(windows.TH32CS_SNAPPROCESS, 0)
-	if err != nil {
-		return nil
-	}
-	defer windows.CloseHandle(snap)
-	children := map[uint32][]uint32{}
-	var pe windows.ProcessEntry32
-	pe.Size = uint32(unsafe.Sizeof(pe))
-	for err = windows.Process32First(snap, &pe); err == nil; err = windows.Process32Next(snap, &pe) {
-		if pe.ProcessID != pe.ParentProcessID {
-			children[pe.ParentProcessID] = append(children[pe.ParentProcessID], pe.ProcessID)
-		}
-	}
-	var out []int
-	queue := append([]uint32(nil), children[uint32(pid)]...)
-	seen := map[uint32]bool{uint32(pid): true}
-	for len(queue) > 0 {
-		q := queue[0]
-		queue = queue[1:]
-		if seen[q] {
-			continue
-		}
-		seen[q] = true
-		out = append(out, int(q))
-		queue = append(queue, children[q]...)
-	}
-	return out
 }
 
 // Alive reports whether process pid is running.

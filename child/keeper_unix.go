@@ -269,27 +269,9 @@ func oneLineStartError(path string, err error) string {
 // or session), except the keeper itself.
 func signalOthers(sig syscall.Signal) {
 	self := os.Getpid()
-	pgrp := unix.Getpgrp()
-	procs := Processes()
-	children := make(map[int][]int, len(procs))
-	for _, p := range procs {
-		children[p.PPID] = append(children[p.PPID], p.PID)
-	}
-	targets := map[int]bool{}
-	for _, p := range procs {
-		if p.Group == pgrp && p.PID != self {
-			targets[p.PID] = true
+	for _, p := range Tree(unix.Getpgrp(), self) {
+		if p.PID != self {
+			_ = unix.Kill(p.PID, sig)
 		}
-	}
-	queue := append([]int(nil), children[self]...)
-	for len(queue) > 0 {
-		pid := queue[0]
-		queue = queue[1:]
-		targets[pid] = true
-		queue = append(queue, children[pid]...)
-	}
-	delete(targets, self)
-	for pid := range targets {
-		_ = unix.Kill(pid, sig)
 	}
 }
