@@ -22,10 +22,15 @@ lib.main(async (track) => {
     settings: document.getElementById('settings-files').textContent,
     errors: document.getElementById('errors').innerText,
   }));
+  // The settings line comes from its own request (tools:openSettings),
+  // which may answer after the first tools:servers is rendered.
+  const settled = () => page.waitForFunction(() => document.getElementById('settings-files').textContent !== '');
+  await settled();
   const first = await read();
   await lib.shot(page, 'load');
   await page.goto(process.env.PAGE_URL2);
   await lib.waitLoaded(page);
+  await settled();
   const second = await read();
   return {
     first, second,
