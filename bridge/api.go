@@ -14,9 +14,11 @@ const (
 )
 
 // ServerSpec is one usable tool server, after configuration has been read,
-// validated and its variables substituted. The bridge treats it as immutable.
-// Whoever builds a ServerSpec (the jupyter package, or a test) fills every
-// field that applies to its transport and computes Fingerprint.
+// validated and its variables substituted: the one type for a tool server
+// that the jupyter package produces, the bridge serves and the CLI prints.
+// The bridge treats it as immutable. Whoever builds a ServerSpec (the jupyter
+// package, or a test) fills every field that applies to its transport and
+// computes Fingerprint (jupyter.Fingerprint).
 type ServerSpec struct {
 	Name      string // the key of the mcpServers entry
 	Transport string // TransportStdio or TransportHTTP
@@ -32,6 +34,7 @@ type ServerSpec struct {
 	Headers map[string]string // sent on every request to URL; values are never shown to pages
 
 	Source      string // "default" or the file that defined the entry
+	Level       string // where Source sits in Jupyter's precedence: "default", "user", "env", "system", "admin" or "file" (the jupyter package's Level* names); "" when not from configuration
 	Fingerprint string // stable hash over (command, args, env, cwd) or (url, headers)
 
 	// Problems that do not stop the entry from being offered (for example
@@ -69,11 +72,17 @@ func (s ServerSpec) Describe() ServerDescription {
 		if d.Args == nil {
 			d.Args = []string{}
 		}
-		d.CommandLine = ShellQuote(append([]string{s.Command}, s.Args...))
+		d.CommandLine = s.CommandLine()
 	} else {
 		d.URL = s.URL
 	}
 	return d
+}
+
+// CommandLine is the command and args quoted for a POSIX shell (ShellQuote):
+// what a person would type to run a stdio server by hand.
+func (s ServerSpec) CommandLine() string {
+	return ShellQuote(append([]string{s.Command}, s.Args...))
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -85,13 +94,18 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// Problem is a configuration problem a page or an admin can act on.
+// Problem is a configuration problem a page or an admin can act on: an
+// entry that is not offered, a file that could not be read, a setting that
+// is ignored. Message is one line a person can act on; it names the file and
+// the entry.
 type Problem struct {
 	File    string `json:"file,omitempty"`
 	Server  string `json:"server,omitempty"`
 	Key     string `json:"key,omitempty"`
 	Message string `json:"message"`
 }
+
+func (p Problem) String() string { return p.Message }
 
 // SettingsFile describes one configuration file for tools:openSettings.
 type SettingsFile struct {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
@@ -104,7 +105,7 @@ var adminLimits = []string{"frame_limit", "inbound_limit", "result_limit", "memo
 
 // readAdminFile decodes one admin file strictly. A syntax error makes the
 // whole file unusable; any other problem drops only its key (or server).
-func readAdminFile(path string) (*adminFile, []Problem, error) {
+func readAdminFile(path string) (*adminFile, []bridge.Problem, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, err
@@ -113,9 +114,9 @@ func readAdminFile(path string) (*adminFile, []Problem, error) {
 	return af, probs, nil
 }
 
-func parseAdmin(path, text string) (*adminFile, []Problem) {
+func parseAdmin(path, text string) (*adminFile, []bridge.Problem) {
 	af := &adminFile{path: path, set: map[string]bool{}, text: text, servers: map[string]json.RawMessage{}}
-	var probs []Problem
+	var probs []bridge.Problem
 	var m map[string]any
 	if _, err := toml.Decode(text, &m); err != nil {
 		var pe toml.ParseError
@@ -126,16 +127,16 @@ func parseAdmin(path, text string) (*adminFile, []Problem) {
 				// the newline ending it (toml counts that as the next line).
 				line = 1 + strings.Count(text[:st], "\n")
 			}
-			return nil, []Problem{{File: path, Message: fmt.Sprintf("%s:%d: %s; the whole file is ignored until it is fixed", path, line, pe.Message)}}
+			return nil, []bridge.Problem{{File: path, Message: fmt.Sprintf("%s:%d: %s; the whole file is ignored until it is fixed", path, line, pe.Message)}}
 		}
-		return nil, []Problem{{File: path, Message: fmt.Sprintf("%s: %v; the whole file is ignored until it is fixed", path, err)}}
+		return nil, []bridge.Problem{{File: path, Message: fmt.Sprintf("%s: %v; the whole file is ignored until it is fixed", path, err)}}
 	}
 	bad := func(key []string, format string, a ...any) {
 		loc := path
 		if l := tomlKeyLine(text, key); l > 0 {
 			loc = fmt.Sprintf("%s:%d", path, l)
 		}
-		probs = append(probs, Problem{File: path, Key: strings.Join(key, "."), Message: loc + ": " + fmt.Sprintf(format, a...)})
+		probs = append(probs, bridge.Problem{File: path, Key: strings.Join(key, "."), Message: loc + ": " + fmt.Sprintf(format, a...)})
 	}
 	for _, k := range sortedKeys(m) {
 		v := m[k]

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 )
 
 // The traits read from Jupyter's configuration.
@@ -46,26 +48,17 @@ func isStringTrait(key string) bool {
 	return false
 }
 
-// SettingsFile describes one configuration file (the same fields as
-// bridge.SettingsFile).
-type SettingsFile struct {
-	Path     string `json:"path"`
-	Exists   bool   `json:"exists"`
-	Relative string `json:"relative,omitempty"` // relative to the server root when inside it
-	Level    string `json:"level,omitempty"`
-}
-
 // Config is the configuration as read at one moment.
 type Config struct {
-	Entries  []Entry   // the servers to offer, sorted by name
-	Problems []Problem // entries not offered, files not read, settings ignored
+	Servers  []bridge.ServerSpec // the servers to offer, sorted by name
+	Problems []bridge.Problem    // entries not offered, files not read, settings ignored
 	// Excluded maps the names of servers that configuration defines but the
 	// admin's settings exclude to the reason, so a page asking for one can
 	// be told why.
 	Excluded map[string]string
 
-	Files    []SettingsFile // the files that define the servers now
-	UserFile SettingsFile   // the user-level jupyter_server_config.json; zero with JUPYTER_NO_CONFIG
+	Files    []bridge.SettingsFile // the files that define the servers now
+	UserFile bridge.SettingsFile   // the user-level jupyter_server_config.json; zero with JUPYTER_NO_CONFIG
 
 	Admin AdminSettings // from megane_jupyter_bridge.toml; DefaultAdmin() without one
 
@@ -87,11 +80,23 @@ type Config struct {
 	// with Notebook 7 and nbclassic) moves them onto ServerApp, where they
 	// win over ServerApp's own. So when the server's Python can import
 	// notebook_shim, a NotebookApp value replaces the ServerApp one here;
-	// otherwise a NotebookApp value is reported as a Problem and ignored.
+	// otherwise a NotebookApp value is reported as a bridge.Problem and ignored.
 	AllowOrigin    string
 	AllowOriginPat string
 
 	watched []string // every file whose change means a re-load
+}
+
+// Snapshot is the configuration as the bridge serves it: the servers, the
+// problems, the names excluded, and the settings files.
+func (cfg *Config) Snapshot() bridge.Snapshot {
+	snap := bridge.Snapshot{Servers: cfg.Servers, Problems: cfg.Problems, Forbidden: cfg.Excluded}
+	snap.Settings.Files = cfg.Files
+	if cfg.UserFile.Path != "" {
+		uf := cfg.UserFile
+		snap.Settings.UserFile = &uf
+	}
+	return snap
 }
 
 // ProxyServers is the effective value of ServerProxy.servers.
@@ -200,12 +205,12 @@ func (l *loader) load(ctx context.Context) (*Config, error) {
 			continue
 		}
 		if d.Level == LevelUser {
-			cfg.Problems = append(cfg.Problems, Problem{File: p, Message: fmt.Sprintf("%s: ignored: admin settings are read only from the env and system config directories (%s), not from user-level ones", p, strings.Join(adminDirs(cfg.Dirs), ", "))})
+			cfg.Problems = append(cfg.Problems, bridge.Problem{File: p, Message: fmt.Sprintf("%s: ignored: admin settings are read only from the env and system config directories (%s), not from user-level ones", p, strings.Join(adminDirs(cfg.Dirs), ", "))})
 			continue
 		}
 		af, probs, err := readAdminFile(p)
 		if err != nil {
-			cfg.Problems = append(cfg.Problems, Problem{File: p, Message: fmt.Sprintf("%s: cannot be read: %v", p, err)})
+			cfg.Problems = append(cfg.Problems, bridge.Problem{File: p, Message: fmt.Sprintf("%s: cannot be read: %v", p, err)})
 			continue
 		}
 		cfg.Problems = append(cfg.Problems, probs...)
@@ -222,7 +227,7 @@ func (l *loader) load(ctx context.Context) (*Config, error) {
 		data, err := os.ReadFile(f.path)
 		if err != nil {
 			if !errors.Is(err, os.ErrNotExist) {
-				cfg.Problems = append(cfg.Problems, Problem{File: f.path, Message: fmt.Sprintf("%s: cannot be read: %v", f.path, err)})
+				cfg.Problems = append(cfg.Problems, bridge.Problem{File: f.path, Message: fmt.Sprintf("%s: cannot be read: %v", f.path, err)})
 			}
 			continue
 		}
@@ -264,13 +269,13 @@ func (l *loader) load(ctx context.Context) (*Config, error) {
 			text, _ := os.ReadFile(p)
 			if bytes.Contains(text, []byte(sectionTools)) {
 				cfg.PythonError = evalErr.Error()
-				cfg.Problems = append(cfg.Problems, Problem{File: p, Key: sectionTools + "." + traitServers, Message: fmt.Sprintf("%s: defines %s but cannot be evaluated: %v; make the Jupyter server's Python (with traitlets) findable, e.g. with --python", p, sectionTools, evalErr)})
+				cfg.Problems = append(cfg.Problems, bridge.Problem{File: p, Key: sectionTools + "." + traitServers, Message: fmt.Sprintf("%s: defines %s but cannot be evaluated: %v; make the Jupyter server's Python (with traitlets) findable, e.g. with --python", p, sectionTools, evalErr)})
 			}
 			if bytes.Contains(text, []byte(sectionProxy)) {
 				cfg.ServerProxy.Unread = append(cfg.ServerProxy.Unread, p)
 			}
 			if bytes.Contains(text, []byte(traitOrigin)) {
-				cfg.Problems = append(cfg.Problems, Problem{File: p, Key: sectionServer + "." + traitOrigin, Message: fmt.Sprintf("%s: mentions %s but cannot be evaluated: %v; the bridge does not know Jupyter's allowed origins from it: pass --allow-origin, or make the Jupyter server's Python findable, e.g. with --python", p, traitOrigin, evalErr)})
+				cfg.Problems = append(cfg.Problems, bridge.Problem{File: p, Key: sectionServer + "." + traitOrigin, Message: fmt.Sprintf("%s: mentions %s but cannot be evaluated: %v; the bridge does not know Jupyter's allowed origins from it: pass --allow-origin, or make the Jupyter server's Python findable, e.g. with --python", p, traitOrigin, evalErr)})
 			}
 		}
 	}
@@ -313,7 +318,7 @@ func (l *loader) load(ctx context.Context) (*Config, error) {
 			continue
 		}
 		if f.level == LevelUser && !cfg.Admin.AllowUserServers {
-			cfg.Problems = append(cfg.Problems, Problem{File: f.path, Key: key, Message: fmt.Sprintf("%s: %s is ignored: the admin allows only servers from env and system configuration (allow_user_servers = false in %s)", f.path, key, strings.Join(cfg.Admin.Files, ", "))})
+			cfg.Problems = append(cfg.Problems, bridge.Problem{File: f.path, Key: key, Message: fmt.Sprintf("%s: %s is ignored: the admin allows only servers from env and system configuration (allow_user_servers = false in %s)", f.path, key, strings.Join(cfg.Admin.Files, ", "))})
 			for name := range tv.members {
 				if cfg.Excluded == nil {
 					cfg.Excluded = map[string]string{}
@@ -323,7 +328,7 @@ func (l *loader) load(ctx context.Context) (*Config, error) {
 			continue
 		}
 		if tv.invalid != "" {
-			cfg.Problems = append(cfg.Problems, Problem{File: f.path, Key: key, Message: fmt.Sprintf("%s: %s must be an object mapping server names to entries, found %s; no servers are read from it (and it still replaces lower-priority values)", f.path, key, tv.invalid)})
+			cfg.Problems = append(cfg.Problems, bridge.Problem{File: f.path, Key: key, Message: fmt.Sprintf("%s: %s must be an object mapping server names to entries, found %s; no servers are read from it (and it still replaces lower-priority values)", f.path, key, tv.invalid)})
 			members = map[string]member{}
 			defFiles = nil
 			continue
@@ -339,7 +344,7 @@ func (l *loader) load(ctx context.Context) (*Config, error) {
 		defLevels[f.path] = f.level
 	}
 	sc := substCtx{root: e.root, home: e.home, vars: e.vars, strip: cfg.Admin.Strips}
-	byName := map[string]Entry{}
+	byName := map[string]bridge.ServerSpec{}
 	hidden := false
 	for _, name := range sortedKeys(members) {
 		m := members[name]
@@ -383,7 +388,7 @@ func (l *loader) load(ctx context.Context) (*Config, error) {
 			continue
 		}
 		if old, ok := byName[name]; ok {
-			cfg.Problems = append(cfg.Problems, Problem{File: old.Source, Server: name, Message: fmt.Sprintf("%s: server %q is ignored: the admin defines a server with this name in %s", old.Source, name, af.path)})
+			cfg.Problems = append(cfg.Problems, bridge.Problem{File: old.Source, Server: name, Message: fmt.Sprintf("%s: server %q is ignored: the admin defines a server with this name in %s", old.Source, name, af.path)})
 		}
 		byName[name] = ent
 		defFiles = append(defFiles, af.path)
@@ -393,7 +398,7 @@ func (l *loader) load(ctx context.Context) (*Config, error) {
 		byName[DefaultServerName] = defaultEntry(e)
 	}
 	for _, name := range sortedKeys(byName) {
-		cfg.Entries = append(cfg.Entries, byName[name])
+		cfg.Servers = append(cfg.Servers, byName[name])
 	}
 	seen := map[string]bool{}
 	for _, f := range defFiles {
@@ -416,8 +421,8 @@ func adminDirs(dirs []ConfigDir) []string {
 	return out
 }
 
-func settingsFile(path, level, root string) SettingsFile {
-	sf := SettingsFile{Path: path, Level: level}
+func settingsFile(path, level, root string) bridge.SettingsFile {
+	sf := bridge.SettingsFile{Path: path, Level: level}
 	if _, err := os.Stat(path); err == nil {
 		sf.Exists = true
 	}
@@ -442,7 +447,7 @@ func (cfg *Config) originSettings(seq []cfgFile, values map[string]map[string]tr
 				continue
 			}
 			if tv.invalid != "" {
-				cfg.Problems = append(cfg.Problems, Problem{File: f.path, Key: key, Message: fmt.Sprintf("%s: %s must be a string, found %s; Jupyter does not start with it: fix it", f.path, key, tv.invalid)})
+				cfg.Problems = append(cfg.Problems, bridge.Problem{File: f.path, Key: key, Message: fmt.Sprintf("%s: %s must be a string, found %s; Jupyter does not start with it: fix it", f.path, key, tv.invalid)})
 				continue
 			}
 			val, file, set = tv.str, f.path, true
@@ -455,7 +460,7 @@ func (cfg *Config) originSettings(seq []cfgFile, values map[string]map[string]tr
 			if shim {
 				val = nb
 			} else {
-				cfg.Problems = append(cfg.Problems, Problem{File: file, Key: sectionNotebook + "." + trait, Message: fmt.Sprintf("%s: %s.%s is ignored: jupyter_server reads %s.%s (only notebook_shim, which this Jupyter does not have, moves NotebookApp settings); rename it", file, sectionNotebook, trait, sectionServer, trait)})
+				cfg.Problems = append(cfg.Problems, bridge.Problem{File: file, Key: sectionNotebook + "." + trait, Message: fmt.Sprintf("%s: %s.%s is ignored: jupyter_server reads %s.%s (only notebook_shim, which this Jupyter does not have, moves NotebookApp settings); rename it", file, sectionNotebook, trait, sectionServer, trait)})
 			}
 		}
 		if trait == traitOrigin {
@@ -468,7 +473,7 @@ func (cfg *Config) originSettings(seq []cfgFile, values map[string]map[string]tr
 
 // readJSONConfig extracts the traits Load reads from a JSON config file, as
 // traitlets' JSONFileConfigLoader reads it.
-func readJSONConfig(path string, data []byte) (map[string]traitValue, []Problem) {
+func readJSONConfig(path string, data []byte) (map[string]traitValue, []bridge.Problem) {
 	out := map[string]traitValue{}
 	if len(bytes.TrimSpace(data)) == 0 {
 		// traitlets treats an empty file as an empty config.
@@ -480,9 +485,9 @@ func readJSONConfig(path string, data []byte) (map[string]traitValue, []Problem)
 		if err != nil {
 			msg = "not valid JSON: " + describeJSONError(data, err)
 		}
-		return nil, []Problem{{File: path, Message: fmt.Sprintf("%s: %s; Jupyter ignores the whole file (and jupyter_server 1.x does not start at all with a broken jupyter_server_config.json): fix it", path, msg)}}
+		return nil, []bridge.Problem{{File: path, Message: fmt.Sprintf("%s: %s; Jupyter ignores the whole file (and jupyter_server 1.x does not start at all with a broken jupyter_server_config.json): fix it", path, msg)}}
 	}
-	var probs []Problem
+	var probs []bridge.Problem
 	for _, st := range append(append([][2]string{}, dictTraits...), stringTraits...) {
 		raw, ok := top[st[0]]
 		if !ok {
@@ -490,7 +495,7 @@ func readJSONConfig(path string, data []byte) (map[string]traitValue, []Problem)
 		}
 		var sec map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &sec); err != nil || sec == nil {
-			probs = append(probs, Problem{File: path, Key: st[0], Message: fmt.Sprintf("%s: %s must be an object, found %s", path, st[0], jsonKind(raw))})
+			probs = append(probs, bridge.Problem{File: path, Key: st[0], Message: fmt.Sprintf("%s: %s must be an object, found %s", path, st[0], jsonKind(raw))})
 			continue
 		}
 		v, ok := sec[st[1]]
@@ -527,16 +532,16 @@ func dictValue(v json.RawMessage) traitValue {
 }
 
 // pyValues turns one evaluated .py file into trait values and problems.
-func pyValues(r pyResult) (map[string]traitValue, []Problem) {
+func pyValues(r pyResult) (map[string]traitValue, []bridge.Problem) {
 	if r.Error != "" {
 		loc := r.File
 		if r.Line > 0 {
 			loc = fmt.Sprintf("%s:%d", r.File, r.Line)
 		}
-		return nil, []Problem{{File: r.File, Message: fmt.Sprintf("%s: the file raised %s; Jupyter skips the whole file too: fix it", loc, r.Error)}}
+		return nil, []bridge.Problem{{File: r.File, Message: fmt.Sprintf("%s: the file raised %s; Jupyter skips the whole file too: fix it", loc, r.Error)}}
 	}
 	out := map[string]traitValue{}
-	var probs []Problem
+	var probs []bridge.Problem
 	for key, v := range r.Values {
 		switch v.Kind {
 		case "value":
@@ -544,12 +549,12 @@ func pyValues(r pyResult) (map[string]traitValue, []Problem) {
 		case "lazy":
 			if isStringTrait(key) {
 				if len(v.Other) > 0 || len(dictValue(v.Update).members) > 0 {
-					probs = append(probs, Problem{File: r.File, Key: key, Message: fmt.Sprintf("%s: c.%s is a string: assign one", r.File, key)})
+					probs = append(probs, bridge.Problem{File: r.File, Key: key, Message: fmt.Sprintf("%s: c.%s is a string: assign one", r.File, key)})
 				}
 				continue // only read, never set
 			}
 			if len(v.Other) > 0 {
-				probs = append(probs, Problem{File: r.File, Key: key, Message: fmt.Sprintf("%s: c.%s uses %s, which does not apply to a dict; assign a dict or use .update()", r.File, key, strings.Join(v.Other, ", "))})
+				probs = append(probs, bridge.Problem{File: r.File, Key: key, Message: fmt.Sprintf("%s: c.%s uses %s, which does not apply to a dict; assign a dict or use .update()", r.File, key, strings.Join(v.Other, ", "))})
 				continue
 			}
 			if v.Update == nil {
@@ -559,7 +564,7 @@ func pyValues(r pyResult) (map[string]traitValue, []Problem) {
 			tv.lazy = true
 			out[key] = tv
 		default:
-			probs = append(probs, Problem{File: r.File, Key: key, Message: fmt.Sprintf("%s: c.%s: %s", r.File, key, v.Error)})
+			probs = append(probs, bridge.Problem{File: r.File, Key: key, Message: fmt.Sprintf("%s: c.%s: %s", r.File, key, v.Error)})
 		}
 	}
 	return out, probs

@@ -3,6 +3,8 @@ package jupyter
 import (
 	"fmt"
 	"path/filepath"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 )
 
 // DefaultServerName is the name of the reference server offered without
@@ -19,8 +21,8 @@ const DefaultServerSource = "git+https://github.com/hodakamori/megane-builder-to
 // megane-builder-tools command (PATH, then ~/.local/bin), else uvx (PATH,
 // then ~/.local/bin, ~/.cargo/bin) running DefaultServerSource, else the
 // uvx command line with a warning saying what to install.
-func defaultEntry(e env) Entry {
-	ent := Entry{Name: DefaultServerName, Transport: TransportStdio, Source: LevelDefault, Level: LevelDefault}
+func defaultEntry(e env) bridge.ServerSpec {
+	ent := bridge.ServerSpec{Name: DefaultServerName, Transport: bridge.TransportStdio, Source: LevelDefault, Level: LevelDefault}
 	find := func(name string, extra ...string) (string, bool) {
 		if p, ok := e.lookPath(name); ok {
 			return p, true

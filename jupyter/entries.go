@@ -19,46 +19,7 @@ import (
 	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
-// Transports of an Entry.
-const (
-	TransportStdio = "stdio"
-	TransportHTTP  = "http"
-)
-
-// Entry is one server entry after substitution and validation.
-type Entry struct {
-	Name      string `json:"name"`
-	Transport string `json:"transport"` // TransportStdio or TransportHTTP
-
-	// stdio
-	Command string            `json:"command,omitempty"` // resolved on PATH to an absolute path when possible
-	Args    []string          `json:"args,omitempty"`
-	Env     map[string]string `json:"-"` // added to the bridge's environment; values never printed
-	Cwd     string            `json:"cwd,omitempty"`
-
-	// http
-	URL     string            `json:"url,omitempty"`
-	Headers map[string]string `json:"-"` // values never printed
-
-	Source      string   `json:"source"`      // "default", or the file that defined the entry
-	Level       string   `json:"level"`       // LevelDefault, LevelUser, LevelEnv, LevelSystem, LevelAdmin or LevelFile
-	Fingerprint string   `json:"fingerprint"` // see Fingerprint
-	Warnings    []string `json:"warnings,omitempty"`
-}
-
-// Problem is a configuration problem: an entry that is not offered, a file
-// that could not be read, a setting that is ignored. Message is one line a
-// person can act on; it names the file and the entry.
-type Problem struct {
-	File    string `json:"file,omitempty"`
-	Server  string `json:"server,omitempty"`
-	Key     string `json:"key,omitempty"`
-	Message string `json:"message"`
-}
-
-func (p Problem) String() string { return p.Message }
-
-// source says where an entry comes from, for messages and for Entry.
+// source says where an entry comes from, for messages and for bridge.ServerSpec.
 type source struct {
 	file  string // "" for the built-in default
 	level string
@@ -85,8 +46,8 @@ type substCtx struct {
 
 // decodeEntry validates one entry (raw is its JSON value, not null) and
 // returns it ready to use, or the problems that stop it.
-func decodeEntry(name string, raw json.RawMessage, src source, e env, sc substCtx) (Entry, []Problem) {
-	var probs []Problem
+func decodeEntry(name string, raw json.RawMessage, src source, e env, sc substCtx) (bridge.ServerSpec, []bridge.Problem) {
+	var probs []bridge.Problem
 	bad := func(key, format string, a ...any) {
 		msg := fmt.Sprintf(format, a...)
 		loc := src.display()
@@ -95,17 +56,17 @@ func decodeEntry(name string, raw json.RawMessage, src source, e env, sc substCt
 				loc = fmt.Sprintf("%s:%d", loc, l)
 			}
 		}
-		probs = append(probs, Problem{File: src.file, Server: name, Key: key,
+		probs = append(probs, bridge.Problem{File: src.file, Server: name, Key: key,
 			Message: fmt.Sprintf("%s: server %q: %s", loc, name, msg)})
 	}
 	if msg := checkName(name); msg != "" {
 		bad("", "%s", msg)
-		return Entry{}, probs
+		return bridge.ServerSpec{}, probs
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
 		bad("", "the entry must be an object with command (stdio) or url (http), found %s", jsonKind(raw))
-		return Entry{}, probs
+		return bridge.ServerSpec{}, probs
 	}
 	for _, k := range sortedKeys(obj) {
 		if !contains(entryFields, k) {
@@ -162,28 +123,28 @@ func decodeEntry(name string, raw json.RawMessage, src source, e env, sc substCt
 
 	transport := ""
 	switch {
-	case hasType && typ != TransportStdio && typ != TransportHTTP:
+	case hasType && typ != bridge.TransportStdio && typ != bridge.TransportHTTP:
 		bad("type", "type must be \"stdio\" or \"http\", found %q", typ)
 	case hasCommand && hasURL:
 		bad("", "an entry has either command (stdio) or url (http), not both")
 	case hasCommand:
-		transport = TransportStdio
+		transport = bridge.TransportStdio
 	case hasURL:
-		transport = TransportHTTP
+		transport = bridge.TransportHTTP
 	case len(probs) == 0:
 		bad("", "the entry needs command (a stdio server) or url (a Streamable HTTP server)")
 	}
 	if hasType && transport != "" && typ != transport {
-		bad("type", "type is %q but the entry has %s", typ, map[string]string{TransportStdio: "command", TransportHTTP: "url"}[transport])
+		bad("type", "type is %q but the entry has %s", typ, map[string]string{bridge.TransportStdio: "command", bridge.TransportHTTP: "url"}[transport])
 	}
-	if transport == TransportStdio {
+	if transport == bridge.TransportStdio {
 		for _, k := range []string{"headers"} {
 			if _, ok := obj[k]; ok {
 				bad(k, "%s applies to http entries only; remove it", k)
 			}
 		}
 	}
-	if transport == TransportHTTP {
+	if transport == bridge.TransportHTTP {
 		for _, k := range []string{"args", "env", "cwd"} {
 			if _, ok := obj[k]; ok {
 				bad(k, "%s applies to stdio entries only; remove it", k)
@@ -191,7 +152,7 @@ func decodeEntry(name string, raw json.RawMessage, src source, e env, sc substCt
 		}
 	}
 	if len(probs) > 0 {
-		return Entry{}, probs
+		return bridge.ServerSpec{}, probs
 	}
 
 	sub := func(key, s string) string {
@@ -201,12 +162,12 @@ func decodeEntry(name string, raw json.RawMessage, src source, e env, sc substCt
 		}
 		return out
 	}
-	ent := Entry{Name: name, Transport: transport, Source: src.file, Level: src.level}
+	ent := bridge.ServerSpec{Name: name, Transport: transport, Source: src.file, Level: src.level}
 	if src.file == "" {
 		ent.Source = LevelDefault
 	}
 	switch transport {
-	case TransportStdio:
+	case bridge.TransportStdio:
 		command = sub("command", command)
 		for i, a := range args {
 			args[i] = sub(fmt.Sprintf("args[%d]", i), a)
@@ -238,7 +199,7 @@ func decodeEntry(name string, raw json.RawMessage, src source, e env, sc substCt
 			bad("command", "command contains a NUL character")
 		}
 		if len(probs) > 0 {
-			return Entry{}, probs
+			return bridge.ServerSpec{}, probs
 		}
 		ent.Command, ent.Args, ent.Env, ent.Cwd = command, args, envMap, filepath.Clean(cwd)
 		if cwd == "" {
@@ -250,7 +211,7 @@ func decodeEntry(name string, raw json.RawMessage, src source, e env, sc substCt
 				ent.Warnings = append(ent.Warnings, fmt.Sprintf("%s: server %q: cwd %s is not a directory; create it or fix cwd", src.display(), name, ent.Cwd))
 			}
 		}
-	case TransportHTTP:
+	case bridge.TransportHTTP:
 		urlStr = sub("url", urlStr)
 		for _, k := range sortedKeys(headers) {
 			if !validHeaderName(k) {
@@ -263,11 +224,11 @@ func decodeEntry(name string, raw json.RawMessage, src source, e env, sc substCt
 			}
 		}
 		if len(probs) > 0 {
-			return Entry{}, probs
+			return bridge.ServerSpec{}, probs
 		}
 		if msg := checkURL(urlStr); msg != "" {
 			bad("url", "%s", msg)
-			return Entry{}, probs
+			return bridge.ServerSpec{}, probs
 		}
 		ent.URL, ent.Headers = urlStr, headers
 	}
@@ -278,7 +239,7 @@ func decodeEntry(name string, raw json.RawMessage, src source, e env, sc substCt
 // resolveCommand makes ent.Command absolute: a bare name is looked up on
 // PATH, a relative path is taken relative to cwd (or the server root).
 // When that fails the command is kept as written with a warning.
-func resolveCommand(ent *Entry, e env, src source) {
+func resolveCommand(ent *bridge.ServerSpec, e env, src source) {
 	c := ent.Command
 	switch {
 	case filepath.IsAbs(c):
@@ -411,7 +372,7 @@ func substitute(s string, sc substCtx) (string, error) {
 // each name and value in byte order of the names, and the cwd; for http
 // the URL, the number of headers, and each header name (lowercased) and
 // value in byte order of the lowercased names.
-func Fingerprint(ent Entry) string {
+func Fingerprint(ent bridge.ServerSpec) string {
 	var b bytes.Buffer
 	ns := func(s string) {
 		b.WriteString(strconv.Itoa(len(s)))
@@ -421,7 +382,7 @@ func Fingerprint(ent Entry) string {
 	}
 	ns("megane-fingerprint-1")
 	ns(ent.Transport)
-	if ent.Transport == TransportHTTP {
+	if ent.Transport == bridge.TransportHTTP {
 		ns(ent.URL)
 		h := make(map[string]string, len(ent.Headers))
 		for k, v := range ent.Headers {
@@ -447,32 +408,6 @@ func Fingerprint(ent Entry) string {
 	}
 	sum := sha256.Sum256(b.Bytes())
 	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// CommandLine quotes the command and args as a POSIX shell would need them.
-func (ent Entry) CommandLine() string {
-	parts := make([]string, 0, 1+len(ent.Args))
-	for _, s := range append([]string{ent.Command}, ent.Args...) {
-		parts = append(parts, shellQuote(s))
-	}
-	return strings.Join(parts, " ")
-}
-
-func shellQuote(s string) string {
-	if s == "" {
-		return "''"
-	}
-	safe := true
-	for _, r := range s {
-		if !(r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%_+=:,./-", r))) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func jsonKind(raw json.RawMessage) string {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
@@ -81,7 +82,7 @@ func TestBadEntriesReportedGoodOnesKept(t *testing.T) {
 		t.Errorf("want one warning about the missing cwd, got %q", good.Warnings)
 	}
 	for _, name := range []string{"remote", "local-http"} {
-		if e, ok := entryByName(cfg, name); !ok || e.Transport != TransportHTTP {
+		if e, ok := entryByName(cfg, name); !ok || e.Transport != bridge.TransportHTTP {
 			t.Errorf("%s: not offered as http: %+v", name, e)
 		}
 	}
@@ -154,16 +155,16 @@ func TestDefaultServer(t *testing.T) {
 		file := s.write("home/.jupyter/jupyter_server_config.json", `{"MeganeBuilderTools": {"mcp_servers": {"megane-builder-tools": {"url": "https://tools.example.org/mcp"}}}}`)
 		cfg, _ := Load(context.Background(), noPython(s))
 		e, _ := entryByName(cfg, DefaultServerName)
-		if e.URL != "https://tools.example.org/mcp" || e.Source != file || len(cfg.Entries) != 1 {
-			t.Errorf("got %+v", cfg.Entries)
+		if e.URL != "https://tools.example.org/mcp" || e.Source != file || len(cfg.Servers) != 1 {
+			t.Errorf("got %+v", cfg.Servers)
 		}
 	})
 	t.Run("hidden", func(t *testing.T) {
 		s := newSandbox(t)
 		s.write("home/.jupyter/jupyter_server_config.json", `{"MeganeBuilderTools": {"mcp_servers": {"megane-builder-tools": null}}}`)
 		cfg, _ := Load(context.Background(), noPython(s))
-		if len(cfg.Entries) != 0 {
-			t.Errorf("got %+v", cfg.Entries)
+		if len(cfg.Servers) != 0 {
+			t.Errorf("got %+v", cfg.Servers)
 		}
 	})
 	t.Run("hidden by the admin", func(t *testing.T) {
@@ -171,8 +172,8 @@ func TestDefaultServer(t *testing.T) {
 		s.vars["JUPYTER_CONFIG_PATH"] = filepath.Join(s.dir, "etc")
 		s.write("etc/"+AdminFileName, "default_server = false\n")
 		cfg, _ := Load(context.Background(), noPython(s))
-		if len(cfg.Entries) != 0 {
-			t.Errorf("got %+v; problems %s", cfg.Entries, problemsText(cfg.Problems))
+		if len(cfg.Servers) != 0 {
+			t.Errorf("got %+v; problems %s", cfg.Servers, problemsText(cfg.Problems))
 		}
 	})
 }
@@ -320,25 +321,25 @@ func TestAdminSyntaxError(t *testing.T) {
 }
 
 func TestFingerprint(t *testing.T) {
-	base := Entry{Transport: TransportStdio, Command: "/bin/x", Args: []string{"a", "b"}, Env: map[string]string{"K": "v"}, Cwd: "/w"}
+	base := bridge.ServerSpec{Transport: bridge.TransportStdio, Command: "/bin/x", Args: []string{"a", "b"}, Env: map[string]string{"K": "v"}, Cwd: "/w"}
 	fp := Fingerprint(base)
 	// The documented encoding (CONFIG.md), computed independently.
 	if fp != "sha256:"+sha256Hex("20:megane-fingerprint-1,5:stdio,6:/bin/x,1:2,1:a,1:b,1:1,1:K,1:v,2:/w,") {
 		t.Errorf("fingerprint %s does not follow the documented encoding", fp)
 	}
-	variants := []Entry{
-		{Transport: TransportStdio, Command: "/bin/x", Args: []string{"ab"}, Env: map[string]string{"K": "v"}, Cwd: "/w"},
-		{Transport: TransportStdio, Command: "/bin/x", Args: []string{"a", "b"}, Env: map[string]string{"K": "w"}, Cwd: "/w"},
-		{Transport: TransportStdio, Command: "/bin/x", Args: []string{"a", "b"}, Env: map[string]string{"K": "v"}},
-		{Transport: TransportHTTP, URL: "https://x"},
+	variants := []bridge.ServerSpec{
+		{Transport: bridge.TransportStdio, Command: "/bin/x", Args: []string{"ab"}, Env: map[string]string{"K": "v"}, Cwd: "/w"},
+		{Transport: bridge.TransportStdio, Command: "/bin/x", Args: []string{"a", "b"}, Env: map[string]string{"K": "w"}, Cwd: "/w"},
+		{Transport: bridge.TransportStdio, Command: "/bin/x", Args: []string{"a", "b"}, Env: map[string]string{"K": "v"}},
+		{Transport: bridge.TransportHTTP, URL: "https://x"},
 	}
 	for i, v := range variants {
 		if Fingerprint(v) == fp {
 			t.Errorf("variant %d has the same fingerprint", i)
 		}
 	}
-	h1 := Fingerprint(Entry{Transport: TransportHTTP, URL: "https://x", Headers: map[string]string{"A": "1", "b": "2"}})
-	h2 := Fingerprint(Entry{Transport: TransportHTTP, URL: "https://x", Headers: map[string]string{"a": "1", "B": "2"}})
+	h1 := Fingerprint(bridge.ServerSpec{Transport: bridge.TransportHTTP, URL: "https://x", Headers: map[string]string{"A": "1", "b": "2"}})
+	h2 := Fingerprint(bridge.ServerSpec{Transport: bridge.TransportHTTP, URL: "https://x", Headers: map[string]string{"a": "1", "B": "2"}})
 	if h1 != h2 {
 		t.Error("header name case changes the fingerprint")
 	}

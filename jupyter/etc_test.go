@@ -26,8 +26,8 @@ func TestEtcFiles(t *testing.T) {
 	s.write("home/.jupyter/jupyter_server_config.json", string(mustRead(t, "../etc/mcp_servers.example.json")))
 	cfg, err := Load(t.Context(), noPython(s))
 	must(t, err)
-	if len(cfg.Problems) != 0 || len(cfg.Entries) != 3 {
-		t.Errorf("example config: %d entries, problems:\n%s", len(cfg.Entries), problemsText(cfg.Problems))
+	if len(cfg.Problems) != 0 || len(cfg.Servers) != 3 {
+		t.Errorf("example config: %d entries, problems:\n%s", len(cfg.Servers), problemsText(cfg.Problems))
 	}
 
 	af, probs := parseAdmin("example.toml", string(mustRead(t, "../etc/megane_jupyter_bridge.example.toml")))

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 )
 
 func FuzzDecodeEntry(f *testing.F) {
@@ -33,7 +35,7 @@ func FuzzDecodeEntry(f *testing.F) {
 		if ent.Name != name || !strings.HasPrefix(ent.Fingerprint, "sha256:") || ent.Fingerprint != Fingerprint(ent) {
 			t.Fatalf("bad entry %+v", ent)
 		}
-		if ent.Transport == TransportHTTP && checkURL(ent.URL) != "" {
+		if ent.Transport == bridge.TransportHTTP && checkURL(ent.URL) != "" {
 			t.Fatalf("accepted a bad url %q", ent.URL)
 		}
 		for _, v := range ent.Env {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"go.uber.org/goleak"
 )
 
@@ -97,7 +98,7 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func problemsText(ps []Problem) string {
+func problemsText(ps []bridge.Problem) string {
 	var b strings.Builder
 	for _, p := range ps {
 		b.WriteString(p.Message)
@@ -106,13 +107,13 @@ func problemsText(ps []Problem) string {
 	return b.String()
 }
 
-func entryByName(cfg *Config, name string) (Entry, bool) {
-	for _, e := range cfg.Entries {
+func entryByName(cfg *Config, name string) (bridge.ServerSpec, bool) {
+	for _, e := range cfg.Servers {
 		if e.Name == name {
 			return e, true
 		}
 	}
-	return Entry{}, false
+	return bridge.ServerSpec{}, false
 }
 
 func sha256Hex(s string) string {

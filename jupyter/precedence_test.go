@@ -54,7 +54,7 @@ func realServers(t *testing.T, cfg map[string]map[string]json.RawMessage) map[st
 
 func ourServers(cfg *Config) map[string]string {
 	out := map[string]string{}
-	for _, e := range cfg.Entries {
+	for _, e := range cfg.Servers {
 		if e.Level != LevelDefault {
 			out[e.Name] = e.Command
 		}

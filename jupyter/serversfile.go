@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 )
 
 // LoadServersFile reads a plain {"mcpServers": {...}} JSON file (serve's
@@ -35,7 +37,7 @@ func LoadServersFile(path string, opts Options) (*Config, error) {
 	}
 	cfg := &Config{Admin: DefaultAdmin(), watched: []string{path}}
 	sf := settingsFile(path, LevelFile, e.root)
-	cfg.Files = []SettingsFile{sf}
+	cfg.Files = []bridge.SettingsFile{sf}
 	cfg.UserFile = sf
 	raw, ok := top["mcpServers"]
 	if !ok {
@@ -52,13 +54,13 @@ func LoadServersFile(path string, opts Options) (*Config, error) {
 			continue
 		}
 		if name == DefaultServerName && bytes.Equal(bytes.Join(bytes.Fields(m), nil), []byte("{}")) {
-			cfg.Entries = append(cfg.Entries, defaultEntry(e))
+			cfg.Servers = append(cfg.Servers, defaultEntry(e))
 			continue
 		}
 		ent, probs := decodeEntry(name, m, source{file: path, level: LevelFile}, e, sc)
 		cfg.Problems = append(cfg.Problems, probs...)
 		if len(probs) == 0 {
-			cfg.Entries = append(cfg.Entries, ent)
+			cfg.Servers = append(cfg.Servers, ent)
 		}
 	}
 	return cfg, nil

@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 )
 
 // Watcher gives fresh Configs cheaply. Current re-reads the configuration
@@ -47,7 +49,7 @@ func (w *Watcher) Current(ctx context.Context) *Config {
 		if w.cur != nil {
 			return w.cur
 		}
-		return &Config{Admin: DefaultAdmin(), Problems: []Problem{{Message: "the configuration could not be read: " + err.Error()}}}
+		return &Config{Admin: DefaultAdmin(), Problems: []bridge.Problem{{Message: "the configuration could not be read: " + err.Error()}}}
 	}
 	w.cur, w.loaded = cfg, start
 	w.stamps = stampAll(cfg.watched)

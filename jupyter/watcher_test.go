@@ -45,8 +45,8 @@ func TestWatcherSeesEdits(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if c := w.Current(ctx); len(c.Entries) != 1 || c.Entries[0].Name != DefaultServerName {
-				t.Errorf("after a new higher file: %+v", c.Entries)
+			if c := w.Current(ctx); len(c.Servers) != 1 || c.Servers[0].Name != DefaultServerName {
+				t.Errorf("after a new higher file: %+v", c.Servers)
 			}
 		}()
 	}

@@ -83,12 +83,12 @@ type serverJSON struct {
 }
 
 type serversJSON struct {
-	Servers    []serverJSON           `json:"servers"`
-	Problems   []jupyter.Problem      `json:"problems"`
-	Files      []jupyter.SettingsFile `json:"files"`
-	UserFile   *jupyter.SettingsFile  `json:"userFile"`
-	ConfigPath []string               `json:"configPath"`
-	Python     string                 `json:"python,omitempty"`
+	Servers    []serverJSON          `json:"servers"`
+	Problems   []bridge.Problem      `json:"problems"`
+	Files      []bridge.SettingsFile `json:"files"`
+	UserFile   *bridge.SettingsFile  `json:"userFile"`
+	ConfigPath []string              `json:"configPath"`
+	Python     string                `json:"python,omitempty"`
 }
 
 func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -115,10 +115,10 @@ func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	out := serversJSON{Servers: []serverJSON{}, Problems: cfg.Problems, Files: cfg.Files, ConfigPath: cfg.ConfigPath}
 	if out.Problems == nil {
-		out.Problems = []jupyter.Problem{}
+		out.Problems = []bridge.Problem{}
 	}
 	if out.Files == nil {
-		out.Files = []jupyter.SettingsFile{}
+		out.Files = []bridge.SettingsFile{}
 	}
 	if cfg.UserFile.Path != "" {
 		uf := cfg.UserFile
@@ -127,20 +127,20 @@ func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if cfg.Python != nil {
 		out.Python = cfg.Python.Path
 	}
-	for _, e := range cfg.Entries {
-		out.Servers = append(out.Servers, serverJSON{ServerDescription: specOf(e).Describe(), Level: e.Level})
+	for _, e := range cfg.Servers {
+		out.Servers = append(out.Servers, serverJSON{ServerDescription: e.Describe(), Level: e.Level})
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	if len(cfg.Entries) == 0 {
+	if len(cfg.Servers) == 0 {
 		fmt.Fprintln(stdout, "no servers")
 	}
 	for _, s := range out.Servers {
 		target := s.CommandLine
-		if s.Transport == jupyter.TransportHTTP {
+		if s.Transport == bridge.TransportHTTP {
 			target = s.URL
 		}
 		fmt.Fprintf(stdout, "%s (%s): %s\n", s.Name, s.Transport, target)

@@ -70,12 +70,12 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, p := range cfg.Problems {
 		r.add("error", "%s", p.Message)
 	}
-	for _, e := range cfg.Entries {
+	for _, e := range cfg.Servers {
 		target := e.CommandLine()
-		if e.Transport == jupyter.TransportHTTP {
+		if e.Transport == bridge.TransportHTTP {
 			target = e.URL
 		}
-		if e.Transport == jupyter.TransportStdio && !filepath.IsAbs(e.Command) {
+		if e.Transport == bridge.TransportStdio && !filepath.IsAbs(e.Command) {
 			// The command was not found: the server cannot start.
 			for _, w := range e.Warnings {
 				r.add("error", "%s", w)
@@ -91,7 +91,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		checkJupyter(ctx, r, *jupyterURL, cfg)
 	}
 	if *spawn {
-		for _, e := range cfg.Entries {
+		for _, e := range cfg.Servers {
 			spawnCheck(ctx, r, cfg, e, *timeout)
 			// The Builder Tool Contract checks of `check`, as doctor lines.
 			for _, f := range checkServer(ctx, cfg, e, *timeout) {
@@ -326,9 +326,9 @@ func checkJupyter(ctx context.Context, r *report, url string, cfg *jupyter.Confi
 // the HTTP server's answers, for the line to print when it wants
 // credentials. The stdio transport logs the lines it skips on the server's
 // stdout to log (nil discards).
-func entryTransport(cfg *jupyter.Config, e jupyter.Entry, log *slog.Logger) (transport mcp.Transport, pipes *stdio.Transport, auth *bridge.AuthWatch) {
+func entryTransport(cfg *jupyter.Config, e bridge.ServerSpec, log *slog.Logger) (transport mcp.Transport, pipes *stdio.Transport, auth *bridge.AuthWatch) {
 	switch e.Transport {
-	case jupyter.TransportStdio:
+	case bridge.TransportStdio:
 		pipes = stdio.NewTransport(stdio.Options{Name: e.Name, Command: e.Command, Args: e.Args,
 			Env: child.Environ(os.Environ(), cfg.Admin.StripEnv, e.Env), Dir: e.Cwd, TerminateDuration: time.Second, KillDuration: 2 * time.Second, Logger: log})
 		return pipes, pipes, nil
@@ -356,7 +356,7 @@ func stderrHint(pipes *stdio.Transport, msg string) string {
 
 // spawnCheck connects to one server as the bridge would and times
 // initialize and tools/list.
-func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e jupyter.Entry, timeout time.Duration) {
+func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e bridge.ServerSpec, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "megane-jupyter-bridge-doctor", Version: version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})

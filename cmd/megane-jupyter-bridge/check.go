@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 )
 
@@ -31,7 +32,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args, checkHelp, stdout, stderr); err != nil {
 		return err
 	}
-	var entries []jupyter.Entry
+	var entries []bridge.ServerSpec
 	var cfg *jupyter.Config
 	rest := fs.Args()
 	dash := len(args) > 0 && len(rest) > 0 && argsHaveDash(args, rest)
@@ -44,10 +45,10 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if abs, err := filepath.Abs(cmd); err == nil {
 			cmd = abs
 		}
-		entries = []jupyter.Entry{{Name: filepath.Base(rest[0]), Transport: jupyter.TransportStdio, Command: cmd, Args: rest[1:]}}
+		entries = []bridge.ServerSpec{{Name: filepath.Base(rest[0]), Transport: bridge.TransportStdio, Command: cmd, Args: rest[1:]}}
 		cfg = &jupyter.Config{}
 	case len(rest) == 1 && (strings.HasPrefix(rest[0], "http://") || strings.HasPrefix(rest[0], "https://")):
-		entries = []jupyter.Entry{{Name: rest[0], Transport: jupyter.TransportHTTP, URL: rest[0]}}
+		entries = []bridge.ServerSpec{{Name: rest[0], Transport: bridge.TransportHTTP, URL: rest[0]}}
 		cfg = &jupyter.Config{}
 	default:
 		var err error
@@ -56,7 +57,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		for _, name := range rest {
 			found := false
-			for _, e := range cfg.Entries {
+			for _, e := range cfg.Servers {
 				if e.Name == name {
 					entries, found = append(entries, e), true
 				}
@@ -66,7 +67,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}
 		if len(rest) == 0 {
-			entries = cfg.Entries
+			entries = cfg.Servers
 		}
 	}
 	var all []finding
@@ -107,7 +108,7 @@ func argsHaveDash(args, rest []string) bool {
 }
 
 // checkServer connects to e as the bridge would and checks every tool.
-func checkServer(ctx context.Context, cfg *jupyter.Config, e jupyter.Entry, timeout time.Duration) []finding {
+func checkServer(ctx context.Context, cfg *jupyter.Config, e bridge.ServerSpec, timeout time.Duration) []finding {
 	server := &findings{server: e.Name}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

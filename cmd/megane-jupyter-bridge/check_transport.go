@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/child"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 	"github.com/megane-labs/megane-jupyter-bridge/stdio"
@@ -38,7 +39,7 @@ func treeCPU(tree processTree) (map[int]time.Duration, error) {
 // checkTransport is entryTransport with the stdio transport's log going to
 // noise, so that check can count what the server wrote to stdout besides
 // MCP (§6). pipes and tree are nil for a Streamable HTTP server.
-func checkTransport(cfg *jupyter.Config, e jupyter.Entry, noise *stdoutNoise) (transport mcp.Transport, pipes *stdio.Transport, tree processTree) {
+func checkTransport(cfg *jupyter.Config, e bridge.ServerSpec, noise *stdoutNoise) (transport mcp.Transport, pipes *stdio.Transport, tree processTree) {
 	transport, pipes, _ = entryTransport(cfg, e, slog.New(noise))
 	if pipes == nil {
 		return transport, nil, nil

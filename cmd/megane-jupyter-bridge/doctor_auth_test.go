@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 )
 
@@ -34,7 +35,7 @@ func TestDoctorHTTPWantsCredentials(t *testing.T) {
 	} {
 		var out bytes.Buffer
 		r := &report{out: &out}
-		e := jupyter.Entry{Name: "lab", Transport: jupyter.TransportHTTP, URL: srv.URL + "/mcp", Headers: tc.headers}
+		e := bridge.ServerSpec{Name: "lab", Transport: bridge.TransportHTTP, URL: srv.URL + "/mcp", Headers: tc.headers}
 		spawnCheck(context.Background(), r, &jupyter.Config{}, e, 10*time.Second)
 		got := out.String()
 		if r.errors != 1 || !strings.Contains(got, tc.want) || strings.Count(got, "\n") != 1 {

@@ -193,7 +193,7 @@ func newCatalog(ctx context.Context, c *serveConfig, jopts jupyter.Options, watc
 	cfg := watcher.Current(ctx)
 	logPython(jopts.Logger, cfg, jopts.Python)
 	return bridge.CatalogFunc(func(ctx context.Context) bridge.Snapshot {
-		return snapshotOf(watcher.Current(ctx))
+		return watcher.Current(ctx).Snapshot()
 	}), cfg.Admin, nil
 }
 
@@ -209,36 +209,6 @@ func logPython(log *slog.Logger, cfg *jupyter.Config, python string) {
 		log.Info("Jupyter's Python is not used (--python none): .py configuration files are not read and {sys.prefix}/etc/jupyter is not searched")
 	default:
 		log.Warn("no Python for the Jupyter server: .py configuration files are not read and {sys.prefix}/etc/jupyter is not searched; pass --python", "error", cfg.PythonError)
-	}
-}
-
-// snapshotOf converts the jupyter package's configuration into the bridge's
-// view of it.
-func snapshotOf(cfg *jupyter.Config) bridge.Snapshot {
-	snap := bridge.Snapshot{Forbidden: cfg.Excluded}
-	for _, e := range cfg.Entries {
-		snap.Servers = append(snap.Servers, specOf(e))
-	}
-	for _, p := range cfg.Problems {
-		snap.Problems = append(snap.Problems, bridge.Problem{File: p.File, Server: p.Server, Key: p.Key, Message: p.Message})
-	}
-	for _, f := range cfg.Files {
-		snap.Settings.Files = append(snap.Settings.Files, bridge.SettingsFile(f))
-	}
-	uf := bridge.SettingsFile(cfg.UserFile)
-	if uf.Path != "" {
-		snap.Settings.UserFile = &uf
-	}
-	return snap
-}
-
-// specOf is the bridge's view of a configured entry.
-func specOf(e jupyter.Entry) bridge.ServerSpec {
-	return bridge.ServerSpec{
-		Name: e.Name, Transport: e.Transport,
-		Command: e.Command, Args: e.Args, Env: e.Env, Cwd: e.Cwd,
-		URL: e.URL, Headers: e.Headers,
-		Source: e.Source, Fingerprint: e.Fingerprint, Warnings: e.Warnings,
 	}
 }
 
@@ -267,5 +237,5 @@ func (f *fileCatalog) Snapshot(ctx context.Context) bridge.Snapshot {
 			f.cfg, f.stat = cfg, st
 		}
 	}
-	return snapshotOf(f.cfg)
+	return f.cfg.Snapshot()
 }
