@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
+	"log/slog"
 	"net/http"
 	"sort"
 	"time"
@@ -77,6 +79,23 @@ func (s ServerSpec) Describe() ServerDescription {
 		d.URL = s.URL
 	}
 	return d
+}
+
+// MarshalJSON encodes s as its Describe: a ServerSpec written anywhere
+// (a CLI's JSON, a log, a test's output) carries the names of its env
+// variables and headers, never their values, which are credentials.
+// LogValue and String keep the same promise for slog and fmt.
+func (s ServerSpec) MarshalJSON() ([]byte, error) { return json.Marshal(s.Describe()) }
+
+// LogValue is s as slog records it: its Describe.
+func (s ServerSpec) LogValue() slog.Value { return slog.AnyValue(s.Describe()) }
+
+// String is the name, the transport, and what runs or is reached.
+func (s ServerSpec) String() string {
+	if s.Transport == TransportHTTP {
+		return s.Name + " (" + s.Transport + "): " + s.URL
+	}
+	return s.Name + " (" + s.Transport + "): " + s.CommandLine()
 }
 
 // CommandLine is the command and args quoted for a POSIX shell (ShellQuote):
