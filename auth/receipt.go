@@ -13,6 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 )
 
 // KeySize is the length in bytes of a receipt signing key.
@@ -31,10 +32,11 @@ const (
 var ErrReceipt = errors.New("confirmation receipt refused")
 
 // LoadOrCreateKey returns the signing key stored at path, creating it with
-// KeySize random bytes and mode 0600 if it does not exist. Creation is atomic:
-// the key is written to a temporary file in the same directory and linked into
-// place, so a concurrent creator never sees a partial key and two creators
-// agree on one key. A missing parent directory is created with mode 0700.
+// KeySize random bytes and mode 0600 if it does not exist. Creation is atomic
+// (jupyter.CreateFile): the key is written to a temporary file in the same
+// directory and linked into place, so a concurrent creator never sees a
+// partial key and two creators agree on one key. A missing parent directory
+// is created with mode 0700.
 //
 // An existing file is refused if it is not a regular file, if group or others
 // have any permission on it, or if its size is not KeySize.
@@ -46,73 +48,41 @@ func LoadOrCreateKey(path string) ([]byte, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create receipt key directory: %w", err)
 	}
-	tmp, err := writeTempKey(path)
+	fresh, err := newKey()
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(tmp)
-	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("install receipt key %s: %w", path, err)
+	if err := jupyter.CreateFile(path, fresh, 0o600); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("install receipt key: %w", err)
 	}
 	// Either our key or the one a concurrent creator installed first.
 	return readKey(path)
 }
 
 // RotateKey replaces the key at path with a fresh random one (mode 0600),
-// atomically, so that every receipt signed with the old key is refused. The
-// file is created if it does not exist.
+// atomically (jupyter.ReplaceFile), so that every receipt signed with the
+// old key is refused. The file is created if it does not exist.
 func RotateKey(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("create receipt key directory: %w", err)
 	}
-	tmp, err := writeTempKey(path)
+	fresh, err := newKey()
 	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("replace receipt key %s: %w", path, err)
+	if err := jupyter.ReplaceFile(path, fresh, 0o600); err != nil {
+		return fmt.Errorf("replace receipt key: %w", err)
 	}
 	return nil
 }
 
-// writeTempKey writes KeySize random bytes to a new 0600 file beside path
-// and returns its name.
-func writeTempKey(path string) (string, error) {
+// newKey returns KeySize random bytes.
+func newKey() ([]byte, error) {
 	key := make([]byte, KeySize)
 	if _, err := rand.Read(key); err != nil {
-		return "", fmt.Errorf("generate receipt key: %w", err)
+		return nil, fmt.Errorf("generate receipt key: %w", err)
 	}
-	return writePrivateTemp(path, key, "receipt key")
-}
-
-// writePrivateTemp writes data to a new 0600 file beside path (synced) and
-// returns its name; what names the file in errors.
-func writePrivateTemp(path string, data []byte, what string) (string, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return "", fmt.Errorf("create %s: %w", what, err)
-	}
-	name := f.Name()
-	fail := func(err error) (string, error) {
-		f.Close()
-		os.Remove(name)
-		return "", fmt.Errorf("write %s %s: %w", what, path, err)
-	}
-	if err := f.Chmod(0o600); err != nil {
-		return fail(err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(name)
-		return "", fmt.Errorf("write %s %s: %w", what, path, err)
-	}
-	return name, nil
+	return key, nil
 }
 
 // readKey reads and checks an existing key file. A missing file yields an

@@ -233,7 +233,7 @@ const TokenEnv = "MEGANE_BRIDGE_TOKEN"
 // LoadOrCreateToken returns the standalone token kept in the file at path:
 // its text without surrounding white space. If the file does not exist it
 // is created with a new token (NewToken) and mode 0600, atomically as
-// LoadOrCreateKey creates a key (a missing directory is made with mode
+// LoadOrCreateKey creates a key, through jupyter.CreateFile (a missing directory is made with mode
 // 0700), so that a restarted bridge keeps its token; created says so.
 //
 // An existing file is refused, with the reason, when it is not a regular
@@ -252,18 +252,13 @@ func LoadOrCreateToken(path string) (token string, created bool, err error) {
 	if err != nil {
 		return "", false, err
 	}
-	tmp, err := writePrivateTemp(path, []byte(fresh+"\n"), "token file")
-	if err != nil {
-		return "", false, err
-	}
-	defer os.Remove(tmp)
-	if err := os.Link(tmp, path); err != nil {
+	if err := jupyter.CreateFile(path, []byte(fresh+"\n"), 0o600); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			// Another bridge created it first: use its token.
 			token, err = readTokenFile(path)
 			return token, false, err
 		}
-		return "", false, fmt.Errorf("install token file %s: %w", path, err)
+		return "", false, fmt.Errorf("install token file: %w", err)
 	}
 	token, err = readTokenFile(path)
 	return token, err == nil, err

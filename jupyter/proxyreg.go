@@ -144,7 +144,7 @@ func InstallRegistration(path, binary, jupyterURL string, absoluteURL bool) (cha
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		out, _ := json.MarshalIndent(map[string]any{"ServerProxy": map[string]any{"servers": map[string]any{ProxyServerName: reg}}}, "", "  ")
-		return true, writeAtomic(path, append(out, '\n'), mode)
+		return true, writeConfig(path, append(out, '\n'), mode)
 	}
 	root, err := parseForEdit(path, data)
 	if err != nil {
@@ -153,7 +153,7 @@ func InstallRegistration(path, binary, jupyterURL string, absoluteURL bool) (cha
 	sp := root.member("ServerProxy")
 	if sp == nil {
 		out := insertMember(data, root, "ServerProxy", map[string]any{"servers": map[string]any{ProxyServerName: reg}})
-		return true, writeAtomic(path, out, mode)
+		return true, writeConfig(path, out, mode)
 	}
 	if sp.val.kind != '{' {
 		return false, fmt.Errorf("refusing to change %s: ServerProxy is not an object; fix it by hand", path)
@@ -161,7 +161,7 @@ func InstallRegistration(path, binary, jupyterURL string, absoluteURL bool) (cha
 	servers := sp.val.member("servers")
 	if servers == nil {
 		out := insertMember(data, sp.val, "servers", map[string]any{ProxyServerName: reg})
-		return true, writeAtomic(path, out, mode)
+		return true, writeConfig(path, out, mode)
 	}
 	if servers.val.kind != '{' {
 		return false, fmt.Errorf("refusing to change %s: ServerProxy.servers is not an object; fix it by hand", path)
@@ -169,7 +169,7 @@ func InstallRegistration(path, binary, jupyterURL string, absoluteURL bool) (cha
 	m := servers.val.member(ProxyServerName)
 	if m == nil {
 		out := insertMember(data, servers.val, ProxyServerName, reg)
-		return true, writeAtomic(path, out, mode)
+		return true, writeConfig(path, out, mode)
 	}
 	var cur, want any
 	_ = json.Unmarshal(data[m.val.start:m.val.end], &cur)
@@ -179,7 +179,7 @@ func InstallRegistration(path, binary, jupyterURL string, absoluteURL bool) (cha
 		return false, nil
 	}
 	out := replaceValue(data, m, reg)
-	return true, writeAtomic(path, out, mode)
+	return true, writeConfig(path, out, mode)
 }
 
 // UninstallRegistration removes what InstallRegistration added:
@@ -230,7 +230,7 @@ func UninstallRegistration(path string) (changed bool, err error) {
 	if string(bytes.TrimSpace(data)) == "{}" {
 		return true, os.Remove(path)
 	}
-	return true, writeAtomic(path, data, mode)
+	return true, writeConfig(path, data, mode)
 }
 
 func readForEdit(path string) ([]byte, os.FileMode, error) {
@@ -260,41 +260,14 @@ func parseForEdit(path string, data []byte) (*jnode, error) {
 	return p.value(), nil
 }
 
-// writeAtomic writes data to a temporary file beside path with mode, then
-// renames it over path.
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
+// writeConfig writes a configuration file with mode, replacing it, its
+// directory created if missing.
+func writeConfig(path string, data []byte, mode os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
-	f, err := os.CreateTemp(dir, ".jupyter_server_config-*.tmp")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	fail := func(err error) error {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Chmod(mode); err != nil {
-		return fail(err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return ReplaceFile(path, data, mode)
 }
 
 // jnode is a JSON value with its byte span; objects keep their members.
