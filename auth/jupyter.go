@@ -125,7 +125,7 @@ func newJupyterGate(parent asker, hasAuth bool, where string, opts JupyterOption
 	if opts.AllowOriginPat != "" {
 		re, err := regexp.Compile(`^(?:` + opts.AllowOriginPat + `)`)
 		if err != nil {
-			g.log.Error("allow_origin_pat does not compile as a Go regular expression; cross-origin requests are refused", "err", err)
+			g.log.Error("allow_origin_pat does not compile as a Go regular expression; cross-origin requests are refused", "error", err)
 		} else {
 			g.originPat = re
 		}
@@ -248,7 +248,7 @@ func (g *JupyterGate) unreachable(err error) *bridge.Refusal {
 	case errors.Is(err, jupyter.ErrUnexpected):
 		ref.Reason = "the Jupyter server's answer could not be interpreted, so the bridge refuses: see the bridge's log"
 	}
-	g.log.Warn("refused", "reason", ref.Reason, "code", ref.CloseCode, "parent", g.where, "err", err)
+	g.log.Warn("refused", "reason", ref.Reason, "code", ref.CloseCode, "parent", g.where, "error", err)
 	return ref
 }
 

@@ -3,7 +3,6 @@ package bridge
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -213,7 +212,7 @@ func New(opts Options) *Bridge {
 	opts.setDefaults()
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bridge{

@@ -71,14 +71,14 @@ func run(ctx context.Context, out string, platforms []string, log *slog.Logger) 
 		bin := hostBin
 		if p != host {
 			if bin, err = build(ctx, p, tmp); err != nil {
-				log.Error("build failed", "platform", p, "err", err)
+				log.Error("build failed", "platform", p, "error", err)
 				failed = append(failed, p)
 				continue
 			}
 		}
 		path, err := wheel.Write(wheel.Options{Version: version, Platform: p, Binary: bin, Dir: out, Logger: log})
 		if err != nil {
-			log.Error("wheel not written", "platform", p, "err", err)
+			log.Error("wheel not written", "platform", p, "error", err)
 			failed = append(failed, p)
 			continue
 		}
