@@ -87,22 +87,29 @@ func (p *Process) Exit() Exit {
 // stop (SIGTERM to the process group; CTRL_BREAK on Windows), waits up to
 // kill, and kills the group (SIGKILL; the job is terminated on Windows).
 func (p *Process) Stop(terminate, kill time.Duration) {
-	if p.waitDone(terminate) {
-		return
-	}
-	p.os.interrupt()
-	if p.waitDone(kill) {
-		return
-	}
-	p.os.kill(p.done)
-	<-p.done
+	stopInSteps(p.done, terminate, kill, p.os.interrupt, func() { p.os.kill(p.done) })
 }
 
-func (p *Process) waitDone(d time.Duration) bool {
+// stopInSteps is Stop's ladder, apart from the system calls: it returns as
+// soon as done is closed; else, after terminate, calls interrupt; after kill
+// more, calls killGroup and waits for done.
+func stopInSteps(done <-chan struct{}, terminate, kill time.Duration, interrupt, killGroup func()) {
+	if waitDone(done, terminate) {
+		return
+	}
+	interrupt()
+	if waitDone(done, kill) {
+		return
+	}
+	killGroup()
+	<-done
+}
+
+func waitDone(done <-chan struct{}, d time.Duration) bool {
 	tm := time.NewTimer(d)
 	defer tm.Stop()
 	select {
-	case <-p.done:
+	case <-done:
 		return true
 	case <-tm.C:
 		return false
