@@ -669,8 +669,10 @@ func TestExitBeforeInit(t *testing.T) {
 	p := h.page(ctx)
 	r, _ := p.Request(ctx, map[string]any{"type": "tools:connect", "id": 1, "server": "dies", "fingerprint": spec.Fingerprint, "confirmed": true})
 	mustErr(t, r, bridge.CodeServerFailed)
-	if !strings.Contains(r.Error.Message, "dies") || !strings.Contains(r.Error.Message, "status 2") {
-		t.Fatalf("message must name the server and its exit status: %q", r.Error.Message)
+	// The person reads what happened first, not go-sdk's wrapping
+	// ("connection closed: calling "initialize": client is closing: ...").
+	if !strings.HasPrefix(r.Error.Message, "dies exited with status 2") || !strings.Contains(r.Error.Message, "simulated failure before initialize") {
+		t.Fatalf("message must start with the server's name and its exit status, then its last stderr line: %q", r.Error.Message)
 	}
 	r, _ = p.Request(ctx, map[string]any{"type": "tools:servers", "id": 2})
 	if !strings.Contains(string(r.Fields["servers"]), `"state":"failed"`) || !strings.Contains(string(r.Fields["servers"]), `simulated failure before initialize`) {

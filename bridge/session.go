@@ -403,6 +403,14 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 	cs, err := client.Connect(initCtx, sc.rec, &mcp.ClientSessionOptions{ProtocolVersion: s.b.offeredVersion(s.key)})
 	s.tap.expectInit(nil)
 	if err != nil {
+		if sc.pipes != nil {
+			if exit := sc.pipes.ExitError(); exit != nil {
+				// The server exited: say that (with its last stderr
+				// line), not go-sdk's "connection closed: calling
+				// "initialize": client is closing:" around it.
+				return sc, exit
+			}
+		}
 		return sc, err
 	}
 	sc.cs = cs

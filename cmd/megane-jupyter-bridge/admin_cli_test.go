@@ -196,7 +196,7 @@ func TestDoctor(t *testing.T) {
 			"ok:      registered with jupyter-server-proxy as \"megane\"",
 			"for base_url /user/alice/ (JUPYTERHUB_SERVICE_PREFIX)",
 			"it answers /builder-tools/ws, the path that {base_url}megane/builder-tools/ws reaches it by (absolute_url false)",
-			"ok:      server fake (fake-tools 1.2.3): initialize ",
+			"ok:      server fake (fake-tools 1.2.3): MCP 2025-11-25, initialize ",
 			"tools/list ",
 			", 1 tools",
 			"ok:      server megane-builder-tools (fake-tools 1.2.3)",
@@ -257,7 +257,7 @@ func TestDoctor(t *testing.T) {
 			"error:   the bridge is not registered with jupyter-server-proxy: run megane-jupyter-bridge install",
 			"jupyter_server_config.d/megane.json sets ServerProxy, but Jupyter reads only",
 			`server "insecure": url must use https unless the host is loopback`,
-			"error:   server failing: initialize failed after ",
+			"error:   server failing: does not start: ",
 			"failing exited with status 3: fatal: license file /opt/x.lic not found",
 		} {
 			if !strings.Contains(out, want) {

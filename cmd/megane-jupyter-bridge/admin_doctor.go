@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -354,52 +353,37 @@ func stderrHint(pipes *stdio.Transport, msg string) string {
 	return "; stderr: " + strings.Join(tail[max(0, len(tail)-3):], " | ")
 }
 
-// spawnCheck connects to one server as the bridge would and times
-// initialize and tools/list.
+// spawnCheck starts one server as serve's bridge would (bridge.Probe,
+// with the admin's settings), and reports the revision it speaks, the time
+// of the handshake and of tools/list, and the tools a page would get; or
+// the one line a page would be told.
 func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e bridge.ServerSpec, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "megane-jupyter-bridge-doctor", Version: version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
-	transport, pipes, auth := entryTransport(cfg, e, nil)
-	fail := func(step string, start time.Time, err error) {
-		msg := fmt.Sprintf("server %s: %s failed after %s: %v", e.Name, step, time.Since(start).Round(time.Millisecond), err)
-		if auth != nil {
-			if hint := auth.Hint(e.Name, slices.Sorted(maps.Keys(e.Headers))); hint != "" {
-				// go-sdk's error may quote the server's body, which can
-				// echo what was sent: only the hint is printed.
-				msg = fmt.Sprintf("server %s: %s failed after %s: %s", e.Name, step, time.Since(start).Round(time.Millisecond), hint)
-			}
-		}
-		r.add("error", "%s", msg+stderrHint(pipes, msg))
+	opts := bridgeOptions(cfg.Admin)
+	opts.Name = "megane-jupyter-bridge-doctor"
+	if opts.InitTimeout == 0 || opts.InitTimeout > timeout {
+		opts.InitTimeout = timeout
 	}
-	start := time.Now()
-	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	b := bridge.New(opts)
+	defer b.Close()
+	p, err := b.Probe(ctx, e)
 	if err != nil {
-		fail("initialize", start, err)
+		r.add("error", "server %s: does not start: %v", e.Name, err)
 		return
 	}
-	defer cs.Close()
-	initDur := time.Since(start)
-	start = time.Now()
-	n := 0
-	var cursor string
-	for {
-		res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
-		if err != nil {
-			fail("tools/list", start, err)
-			return
-		}
-		n += len(res.Tools)
-		if res.NextCursor == "" {
-			break
-		}
-		cursor = res.NextCursor
-	}
+	var si struct{ Name, Version string }
 	info := ""
-	if ir := cs.InitializeResult(); ir != nil && ir.ServerInfo != nil {
-		info = fmt.Sprintf(" (%s %s)", ir.ServerInfo.Name, ir.ServerInfo.Version)
+	if json.Unmarshal(p.ServerInfo, &si) == nil && si.Name != "" {
+		info = fmt.Sprintf(" (%s %s)", si.Name, si.Version)
 	}
-	r.add("ok", "server %s%s: initialize %s, tools/list %s, %d tools", e.Name, info, initDur.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), n)
+	r.add("ok", "server %s%s: MCP %s, initialize %s, tools/list %s, %d tools", e.Name, info, p.ProtocolVersion,
+		p.Initialize.Round(time.Millisecond), p.ListTools.Round(time.Millisecond), p.Tools)
+	var dropped []struct{ Name, Reason string }
+	_ = json.Unmarshal(p.Dropped, &dropped)
+	for _, d := range dropped {
+		r.add("warning", "server %s: tool %s is not offered to pages: %s", e.Name, d.Name, d.Reason)
+	}
 }
 
 // headerTransport adds an entry's headers to every request and shows auth

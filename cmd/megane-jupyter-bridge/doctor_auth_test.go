@@ -30,7 +30,7 @@ func TestDoctorHTTPWantsCredentials(t *testing.T) {
 		headers map[string]string
 		want    string
 	}{
-		{nil, `server lab: initialize failed after `},
+		{nil, `server lab: does not start: `},
 		{map[string]string{"Authorization": "Bearer " + secret}, `lab answered 401 Unauthorized to the credentials in its entry's "headers" (Authorization): they are missing, wrong or expired; renew them there; it asks for Bearer`},
 	} {
 		var out bytes.Buffer

@@ -93,21 +93,8 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 	if err != nil {
 		return nil, err
 	}
-	w.opts = bridge.Options{
-		Catalog:           catalog,
-		Logger:            log,
-		Version:           version,
-		BaseURL:           c.baseURL,
-		FrameLimit:        admin.FrameLimit,
-		InboundLimit:      admin.InboundLimit,
-		ResultLimit:       admin.ResultLimit,
-		MemoryLimit:       admin.MemoryLimit,
-		MaxCallsPerTab:    admin.MaxCallsPerTab,
-		MaxCallsPerServer: admin.MaxCallsPerServer,
-		InitTimeout:       admin.InitTimeout,
-		CallTimeoutMax:    admin.CallTimeoutMax,
-		StripEnv:          admin.StripEnv,
-	}
+	w.opts = bridgeOptions(admin)
+	w.opts.Catalog, w.opts.Logger, w.opts.BaseURL = catalog, log, c.baseURL
 	w.opts.Page = statuspage.Handler()
 	keyPath := c.receiptKey
 	if keyPath == "" {
@@ -149,6 +136,24 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 	}
 	w.opts.Gate = gate
 	return w, nil
+}
+
+// bridgeOptions are the bridge's options that the admin's settings decide,
+// for serve and for doctor's probes alike, so that what doctor reports of a
+// server is what serve's pages meet.
+func bridgeOptions(admin jupyter.AdminSettings) bridge.Options {
+	return bridge.Options{
+		Version:           version,
+		FrameLimit:        admin.FrameLimit,
+		InboundLimit:      admin.InboundLimit,
+		ResultLimit:       admin.ResultLimit,
+		MemoryLimit:       admin.MemoryLimit,
+		MaxCallsPerTab:    admin.MaxCallsPerTab,
+		MaxCallsPerServer: admin.MaxCallsPerServer,
+		InitTimeout:       admin.InitTimeout,
+		CallTimeoutMax:    admin.CallTimeoutMax,
+		StripEnv:          admin.StripEnv,
+	}
 }
 
 // standaloneToken returns the standalone token: --token (with a warning:
