@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -73,7 +74,17 @@ func (m *Msg) Str(key string) string {
 
 // Dial opens a page socket. header may carry Origin, Cookie, Authorization.
 func Dial(ctx context.Context, url string, header http.Header) (*Page, *http.Response, error) {
+	return DialVia(ctx, url, header, nil)
+}
+
+// DialVia is Dial over the connection dial returns (nil: a TCP connection
+// to url's host), for a bridge served on an in-memory listener, such as a
+// net.Pipe in a testing/synctest bubble.
+func DialVia(ctx context.Context, url string, header http.Header, dial func(context.Context) (net.Conn, error)) (*Page, *http.Response, error) {
 	d := websocket.Dialer{ReadBufferSize: 64 << 10, WriteBufferSize: 64 << 10}
+	if dial != nil {
+		d.NetDialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) }
+	}
 	conn, resp, err := d.DialContext(ctx, url, header)
 	if err != nil {
 		return nil, resp, err
