@@ -91,9 +91,12 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *spawn {
 		for _, e := range cfg.Servers {
-			spawnCheck(ctx, r, cfg, e, *timeout)
+			revision := spawnCheck(ctx, r, cfg, e, *timeout)
+			if revision == "" {
+				continue // said: the checks of check need a started server
+			}
 			// The Builder Tool Contract checks of `check`, as doctor lines.
-			for _, f := range checkServer(ctx, cfg, e, *timeout) {
+			for _, f := range checkServer(ctx, cfg, e, *timeout, revision) {
 				level := map[string]string{"ok": "ok", "warn": "warning", "fail": "error"}[f.Level]
 				line := strings.TrimPrefix(f.String(), f.Level+": ")
 				if f.Tool != "" {
@@ -353,11 +356,9 @@ func stderrHint(pipes *stdio.Transport, msg string) string {
 	return "; stderr: " + strings.Join(tail[max(0, len(tail)-3):], " | ")
 }
 
-// spawnCheck starts one server as serve's bridge would (bridge.Probe,
-// with the admin's settings), and reports the revision it speaks, the time
-// of the handshake and of tools/list, and the tools a page would get; or
-// the one line a page would be told.
-func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e bridge.ServerSpec, timeout time.Duration) {
+// probe starts e through the bridge's own session start (bridge.Probe)
+// with the admin's settings, as serve would, within timeout.
+func probe(ctx context.Context, cfg *jupyter.Config, e bridge.ServerSpec, timeout time.Duration) (bridge.Probe, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	opts := bridgeOptions(cfg.Admin)
@@ -367,10 +368,18 @@ func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e bridge.Se
 	}
 	b := bridge.New(opts)
 	defer b.Close()
-	p, err := b.Probe(ctx, e)
+	return b.Probe(ctx, e)
+}
+
+// spawnCheck starts one server as serve's bridge would (probe), and
+// reports the revision it speaks, the time of the handshake and of
+// tools/list, and the tools a page would get; or the one line a page would
+// be told. The revision is "" when the server did not start.
+func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e bridge.ServerSpec, timeout time.Duration) (revision string) {
+	p, err := probe(ctx, cfg, e, timeout)
 	if err != nil {
 		r.add("error", "server %s: does not start: %v", e.Name, err)
-		return
+		return ""
 	}
 	var si struct{ Name, Version string }
 	info := ""
@@ -384,6 +393,7 @@ func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e bridge.Se
 	for _, d := range dropped {
 		r.add("warning", "server %s: tool %s is not offered to pages: %s", e.Name, d.Name, d.Reason)
 	}
+	return p.ProtocolVersion
 }
 
 // headerTransport adds an entry's headers to every request and shows auth

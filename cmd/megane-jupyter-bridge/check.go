@@ -72,7 +72,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	var all []finding
 	for _, e := range entries {
-		got := checkServer(ctx, cfg, e, *timeout)
+		got := checkServer(ctx, cfg, e, *timeout, "")
 		all = append(all, got...)
 		if !*asJSON {
 			for _, f := range got {
@@ -107,17 +107,29 @@ func argsHaveDash(args, rest []string) bool {
 	return i >= 0 && args[i] == "--"
 }
 
-// checkServer connects to e as the bridge would and checks every tool.
-func checkServer(ctx context.Context, cfg *jupyter.Config, e bridge.ServerSpec, timeout time.Duration) []finding {
+// checkServer connects to e as the bridge would and checks every tool. The
+// MCP revision is the one the bridge agrees on with the server: revision,
+// when doctor has just probed it, or else a probe's (bridge.Probe, which
+// starts the server once more), so that a server of either revision is
+// checked as pages will use it.
+func checkServer(ctx context.Context, cfg *jupyter.Config, e bridge.ServerSpec, timeout time.Duration, revision string) []finding {
 	server := &findings{server: e.Name}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if revision == "" {
+		p, err := probe(cctx, cfg, e, timeout)
+		if err != nil {
+			server.add("fail", "§8", "server %s did not start: %v", e.Name, err)
+			return server.list
+		}
+		revision = p.ProtocolVersion
+	}
 	noise := &stdoutNoise{}
 	transport, stdio, tree := checkTransport(cfg, e, noise)
 	progress := newProgressCounts()
 	client := mcp.NewClient(&mcp.Implementation{Name: "megane-jupyter-bridge-check", Version: version},
 		&mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}, ProgressNotificationHandler: progress.handle})
-	cs, err := client.Connect(cctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := client.Connect(cctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: revision})
 	if err != nil {
 		msg := fmt.Sprintf("server %s did not start: %v", e.Name, err)
 		server.add("fail", "§8", "%s", msg+stderrHint(stdio, msg))
