@@ -1,7 +1,9 @@
 package bridge_test
 
 import (
-	"strings"
+	"encoding/json"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -9,27 +11,108 @@ import (
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
 )
 
-// TestAdvertisesNoClientCapabilities: initialize advertises no client
-// capability: the bridge implements none (go-sdk's default client
-// advertised roots with listChanged, contradicting the docs; issue 13).
-func TestAdvertisesNoClientCapabilities(t *testing.T) {
+// TestWhatReachesAServer records everything the bridge sends a stdio
+// server over a session that connects, calls, cancels a call and
+// disconnects: server/discover offers 2026-07-28 with no client
+// capabilities; refused, the fallback initialize is exactly 2025-11-25, the
+// bridge's name and version, and no capability (the bridge implements none;
+// go-sdk's default advertised roots, contradicting the docs: issue 13); and
+// nothing reaches the server but server/discover, initialize,
+// notifications/initialized, tools/list, tools/call,
+// notifications/cancelled and ping.
+func TestWhatReachesAServer(t *testing.T) {
 	j := journal(t)
 	spec := fakeServer(t, "fake", bridgetest.Mode{Journal: j})
-	h := newHarness(t, bridge.Options{}, spec)
+	h := newHarness(t, bridge.Options{Name: "megane-jupyter-bridge", Version: "9.9.9"}, spec)
 	ctx := testCtx(t, 30*time.Second)
-	connect(t, ctx, h.page(ctx), 1, spec)
+	p := h.page(ctx)
+	connect(t, ctx, p, 1, spec)
+	r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": 2, "server": spec.Name, "tool": "echo", "arguments": map[string]any{"x": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, r)
+	if err := p.Send(map[string]any{"type": "tools:call", "id": 3, "server": spec.Name, "tool": "slow", "arguments": map[string]any{"steps": 100, "intervalMs": 100}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:progress" && string(m.ID) == "3" }); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(map[string]any{"type": "tools:cancel", "id": 3}); err != nil {
+		t.Fatal(err)
+	}
+	r, err = p.Reply(ctx, "tools:call", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustErr(t, r, bridge.CodeCancelled)
+	waitFor(t, 10*time.Second, "the server to receive notifications/cancelled", func() bool {
+		return slices.Contains(journalMethods(t, j), "notifications/cancelled")
+	})
+	r, err = p.Request(ctx, map[string]any{"type": "tools:disconnect", "id": 4, "server": spec.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, r)
+	waitFor(t, 10*time.Second, "the session to stop", func() bool {
+		r, _ := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
+		var servers []struct{ State string }
+		json.Unmarshal(r.Fields["servers"], &servers)
+		return len(servers) == 1 && servers[0].State == "stopped"
+	})
+
 	entries, err := bridgetest.ReadJournal(j)
 	if err != nil {
 		t.Fatal(err)
 	}
+	allowed := []string{"server/discover", "initialize", "notifications/initialized", "tools/list", "tools/call", "notifications/cancelled", "ping"}
+	var methods []string
 	for _, e := range entries {
-		if e.Method != "initialize" {
+		switch {
+		case e.Start:
 			continue
+		case e.Method == "":
+			t.Errorf("the server received something that is not a request or notification: %+v", e)
+			continue
+		case !slices.Contains(allowed, e.Method):
+			t.Errorf("the server received %s; only %v may reach a server", e.Method, allowed)
+		case e.Method == "server/discover":
+			sameJSON(t, "server/discover params", e.Params, `{"_meta":{
+				"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+				"io.modelcontextprotocol/clientInfo":{"name":"megane-jupyter-bridge","version":"9.9.9"},
+				"io.modelcontextprotocol/clientCapabilities":{}}}`)
+		case e.Method == "initialize":
+			sameJSON(t, "initialize params", e.Params, `{"protocolVersion":"2025-11-25","capabilities":{},
+				"clientInfo":{"name":"megane-jupyter-bridge","version":"9.9.9"}}`)
+		case e.Method == "notifications/cancelled":
+			if e.Matched == nil || !*e.Matched {
+				t.Errorf("notifications/cancelled named no call in flight: %s", e.Cancelled)
+			}
 		}
-		if caps := strings.TrimSpace(string(e.Capabilities)); caps != "{}" {
-			t.Fatalf("initialize advertised capabilities %s, want {}", caps)
+		methods = append(methods, e.Method)
+	}
+	if want := []string{"server/discover", "initialize", "notifications/initialized", "tools/list"}; len(methods) < 4 || !slices.Equal(methods[:4], want) {
+		t.Errorf("the session began with %v, want %v", methods, want)
+	}
+	for _, m := range []string{"tools/call", "notifications/cancelled"} {
+		if !slices.Contains(methods, m) {
+			t.Errorf("the server never received %s: %v", m, methods)
 		}
+	}
+}
+
+// sameJSON fails unless got and want are the same JSON value.
+func sameJSON(t *testing.T, what string, got json.RawMessage, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Errorf("%s: %v: %s", what, err, got)
 		return
 	}
-	t.Fatal("the server saw no initialize")
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("%s: want: %v", what, err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("%s: got %s, want %s", what, got, want)
+	}
 }
