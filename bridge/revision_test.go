@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -254,4 +255,78 @@ func TestInvalidHeaderDeclarationDropped(t *testing.T) {
 		!strings.Contains(dropped[0].Reason, "invalid x-mcp-header declaration") || !strings.Contains(dropped[0].Reason, `"o"`) {
 		t.Fatalf("connect: tools %s, droppedTools %s", c.Fields["tools"], c.Fields["droppedTools"])
 	}
+}
+
+// TestDiscoverSlowModernStart: a stdio server of 2026-07-28 only that
+// starts more slowly than Options.DiscoverTimeout (a first uvx download)
+// answers server/discover after the bound and refuses the fallback
+// initialize; the bridge does not lose it: it starts the server again and
+// waits for server/discover as long as InitTimeout allows, the page gets
+// the tools at 2026-07-28 and a call works. The next start of the same
+// server definition waits for server/discover at once: no initialize
+// reaches the server again.
+func TestDiscoverSlowModernStart(t *testing.T) {
+	j := journal(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode, _ := json.Marshal(bridge.ModernServerMode{StartDelayMs: 1500, Journal: j})
+	spec := bridge.ServerSpec{Name: "slow-modern", Transport: bridge.TransportStdio, Command: exe, Args: []string{"-test.run=^$"},
+		Env: map[string]string{bridge.ModernServerEnv: string(mode)}, Source: "test", Fingerprint: "sha256:slow-modern"}
+	ctx := testCtx(t, 60*time.Second)
+	h := newHarness(t, bridge.Options{DiscoverTimeout: 200 * time.Millisecond, InitTimeout: 30 * time.Second}, spec)
+	p := h.page(ctx)
+	for round := 1; round <= 2; round++ {
+		id := strconv.Itoa(round)
+		c := connect(t, ctx, p, "c"+id, spec)
+		if c.Str("protocolVersion") != "2026-07-28" || !strings.Contains(string(c.Fields["tools"]), `"name":"hello"`) {
+			t.Fatalf("round %d: connect: %s", round, c.Raw)
+		}
+		r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": "h" + id, "server": spec.Name, "tool": "hello", "arguments": map[string]any{"name": "lab"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustOK(t, r)
+		d, _ := p.Request(ctx, map[string]any{"type": "tools:disconnect", "id": "d" + id, "server": spec.Name})
+		mustOK(t, d)
+		waitFor(t, 10*time.Second, "the session to stop", func() bool {
+			r, _ := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
+			return strings.Contains(string(r.Fields["servers"]), `"state":"stopped"`)
+		})
+		var methods []string
+		for _, line := range strings.Split(strings.TrimSpace(readFile(t, j)), "\n") {
+			var e struct{ Method string }
+			json.Unmarshal([]byte(line), &e)
+			methods = append(methods, e.Method)
+		}
+		// Round 1: the first process gets server/discover (answered late)
+		// and initialize (refused); the second is spoken to in 2026-07-28.
+		// Round 2 adds one process that gets no initialize. (The server
+		// handles requests concurrently: the journal's order is not the
+		// order sent.)
+		count := func(m string) (n int) {
+			for _, x := range methods {
+				if x == m {
+					n++
+				}
+			}
+			return n
+		}
+		if n := count("initialize"); n != 1 {
+			t.Fatalf("round %d: the server received %v; want one initialize (refused, in the first process)", round, methods)
+		}
+		if n := count("server/discover"); n != round+1 {
+			t.Fatalf("round %d: the server received %v; want %d server/discover", round, methods, round+1)
+		}
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
