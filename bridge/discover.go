@@ -222,6 +222,10 @@ func (s *session) connectFailed(t *discoverBoundTransport, err error) error {
 	if d == nil {
 		return err
 	}
+	if d.after <= 0 && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("did not answer server/discover within %s (it spoke 2026-07-28 when last started; "+
+			"the next start probes for an older revision again)", s.b.opts.InitTimeout)
+	}
 	cut, late := d.answeredLate()
 	if !cut || !(late || refusedAsModern(err)) {
 		return err

@@ -330,3 +330,58 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestDiscoverReprobes: a server definition known to speak 2026-07-28 is
+// given no short bound on server/discover; when a start of it fails that
+// way (here the server behind the same definition became one of
+// 2025-11-25 that ignores server/discover), the page is told what
+// happened, and the next start probes again with the bound and falls back.
+func TestDiscoverReprobes(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode, _ := json.Marshal(bridge.ModernServerMode{})
+	modern := bridge.ServerSpec{Name: "changing", Transport: bridge.TransportStdio, Command: exe, Args: []string{"-test.run=^$"},
+		Env: map[string]string{bridge.ModernServerEnv: string(mode)}, Source: "test", Fingerprint: "sha256:changing"}
+	legacy := fakeServer(t, "changing", bridgetest.Mode{IgnoreUnknown: true})
+	legacy.Fingerprint = modern.Fingerprint // the same definition, say an unpinned uvx package
+	var current atomic.Pointer[bridge.ServerSpec]
+	current.Store(&modern)
+	ctx := testCtx(t, 60*time.Second)
+	h := newHarness(t, bridge.Options{DiscoverTimeout: 300 * time.Millisecond, InitTimeout: 5 * time.Second,
+		Catalog: bridge.CatalogFunc(func(context.Context) bridge.Snapshot {
+			return bridge.Snapshot{Servers: []bridge.ServerSpec{*current.Load()}}
+		})})
+	p := h.page(ctx)
+	stopped := func() {
+		waitFor(t, 10*time.Second, "the session to stop", func() bool {
+			r, _ := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
+			return !strings.Contains(string(r.Fields["servers"]), `"state":"connected"`) &&
+				!strings.Contains(string(r.Fields["servers"]), `"state":"starting"`)
+		})
+	}
+	c := connect(t, ctx, p, 1, modern)
+	if c.Str("protocolVersion") != "2026-07-28" {
+		t.Fatalf("connect: %s", c.Raw)
+	}
+	d, _ := p.Request(ctx, map[string]any{"type": "tools:disconnect", "id": 2, "server": modern.Name})
+	mustOK(t, d)
+	stopped()
+
+	current.Store(&legacy)
+	r, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": 3, "server": modern.Name, "fingerprint": modern.Fingerprint, "confirmed": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustErr(t, r, bridge.CodeServerFailed)
+	if !strings.Contains(r.Error.Message, "did not answer server/discover") || !strings.Contains(r.Error.Message, "probes for an older revision again") {
+		t.Fatalf("message: %q", r.Error.Message)
+	}
+	stopped()
+
+	c = connect(t, ctx, p, 4, legacy)
+	if c.Str("protocolVersion") != "2025-11-25" {
+		t.Fatalf("connect after the failed start: %s", c.Raw)
+	}
+}
