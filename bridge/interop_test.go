@@ -284,7 +284,7 @@ type modernHTTP struct {
 	seen []string
 }
 
-func (m *modernHTTP) record(method string) {
+func (m *modernHTTP) record(method string, _ any) {
 	m.mu.Lock()
 	m.seen = append(m.seen, method)
 	m.mu.Unlock()

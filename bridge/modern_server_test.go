@@ -26,8 +26,9 @@ type ModernServerMode struct {
 	// downloads does.
 	StartDelayMs int `json:"startDelayMs,omitempty"`
 	// Journal, when set, is a file to which the method of every message the
-	// server receives is appended, one JSON line each ({"method": ...}),
-	// and {"cancelled": tool} when a call ends because it was cancelled.
+	// server receives is appended, one JSON line each ({"method": ...},
+	// with "params" for server/discover), and {"method": "cancelled:slow"}
+	// when a call of slow ends because it was cancelled.
 	Journal string `json:"journal,omitempty"`
 }
 
@@ -39,16 +40,21 @@ type ModernServerMode struct {
 // revision's "name the protocol versions it supports in any error it
 // returns to an initialize request"): -32022 with data.supported. go-sdk's
 // own server would answer initialize with 2025-11-25. record, if not nil,
-// gets every method received and "cancelled:<tool>".
-func NewModernTestServer(record func(string)) *mcp.Server {
+// gets every method received (with the params of server/discover) and
+// "cancelled:slow".
+func NewModernTestServer(record func(method string, params any)) *mcp.Server {
 	if record == nil {
-		record = func(string) {}
+		record = func(string, any) {}
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "modern", Title: "Modern server", Version: "2.0.0"},
 		&mcp.ServerOptions{SupportedProtocolVersions: []string{"2026-07-28"}, Instructions: "Say hello."})
 	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			record(method)
+			var params any
+			if method == "server/discover" {
+				params = req.GetParams()
+			}
+			record(method, params)
 			if method == "initialize" {
 				var requested string
 				if p, ok := req.GetParams().(*mcp.InitializeParams); ok && p != nil {
@@ -83,7 +89,7 @@ func NewModernTestServer(record func(string)) *mcp.Server {
 				}
 				select {
 				case <-ctx.Done():
-					record("cancelled:slow")
+					record("cancelled:slow", nil)
 					return nil, ctx.Err()
 				case <-time.After(time.Duration(args.IntervalMs) * time.Millisecond):
 				}
@@ -116,11 +122,11 @@ func serveModernFromEnv() bool {
 		journal = f
 		defer f.Close()
 	}
-	record := func(method string) {
+	record := func(method string, params any) {
 		if journal == nil {
 			return
 		}
-		b, _ := json.Marshal(map[string]string{"method": method})
+		b, _ := json.Marshal(map[string]any{"method": method, "params": params})
 		mu.Lock()
 		_, _ = journal.Write(append(b, '\n'))
 		mu.Unlock()
