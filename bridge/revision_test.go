@@ -280,7 +280,8 @@ func TestDiscoverSlowModernStart(t *testing.T) {
 	for round := 1; round <= 2; round++ {
 		id := strconv.Itoa(round)
 		c := connect(t, ctx, p, "c"+id, spec)
-		if c.Str("protocolVersion") != "2026-07-28" || !strings.Contains(string(c.Fields["tools"]), `"name":"hello"`) {
+		if c.Str("protocolVersion") != "2026-07-28" || !strings.Contains(string(c.Fields["tools"]), `"name":"hello"`) ||
+			!strings.Contains(string(c.Fields["serverInfo"]), `"title":"Modern server"`) || string(c.Fields["instructions"]) != `"Say hello."` {
 			t.Fatalf("round %d: connect: %s", round, c.Raw)
 		}
 		r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": "h" + id, "server": spec.Name, "tool": "hello", "arguments": map[string]any{"name": "lab"}})
