@@ -339,8 +339,8 @@ func startSupergateway(t *testing.T, command string, args []string, env map[stri
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	child.InGroup(cmd)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -350,6 +350,7 @@ func startSupergateway(t *testing.T, command string, args []string, env map[stri
 		child.KillGroup(cmd.Process)
 		<-exited
 	})
+	giveUp := time.After(60 * time.Second)
 	for {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
@@ -359,6 +360,8 @@ func startSupergateway(t *testing.T, command string, args []string, env map[stri
 		select {
 		case err := <-exited:
 			t.Fatalf("supergateway ended before listening: %v\n%s", err, stderr.String())
+		case <-giveUp:
+			t.Fatalf("supergateway did not listen on port %d within 60 s:\n%s", port, stderr.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
