@@ -35,7 +35,7 @@ func modernServer(t *testing.T, versions ...string) http.Handler {
 }
 
 // TestRevision20260728OptIn: with Options.ProtocolVersion "2026-07-28"
-// (not the default yet: see issue 13.2), a server that speaks only that
+// (the default since issue 13.2; the name is older), a server that speaks only that
 // revision is connected through server/discover, its self-description
 // (serverInfo from discover's _meta, instructions) reaches the page, and a
 // call works; a server of 2025-11-25 is still connected, by go-sdk's
