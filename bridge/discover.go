@@ -36,7 +36,10 @@ import (
 // connection) and this time waits for server/discover as long as
 // InitTimeout allows: a server definition known to speak 2026-07-28 gets
 // no shorter bound. If such a start fails, the bridge forgets what it knew,
-// and the next start probes with the bound again.
+// and the next start probes with the bound again. (Starting the bound at
+// the server's first sign of life instead would not do: an older server
+// that ignores server/discover writes nothing to stdout before it is
+// initialized, and stderr says nothing reliable about readiness.)
 
 const methodDiscover = "server/discover"
 
