@@ -77,7 +77,9 @@ type Options struct {
 	// (offered when ProtocolVersion is 2026-07-28 or later): a server that
 	// leaves it unanswered is treated as one that refused it, and go-sdk
 	// falls back to initialize. The wait starts when the request is
-	// written. If zero, 10s.
+	// written; a stdio server of 2026-07-28 only that answers it late and
+	// refuses initialize is started again without the bound (discover.go).
+	// If zero, 10s.
 	DiscoverTimeout time.Duration
 
 	// StreamRetries bounds the resumption of a Streamable HTTP server's

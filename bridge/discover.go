@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -18,6 +20,26 @@ import (
 // (Options.DiscoverTimeout) by answering server/discover itself, as refused,
 // when the server has not, and remembers per server definition which
 // revision the server agreed to, so that the next start offers it at once.
+//
+// The bound starts when server/discover is written, but a stdio server may
+// not read it for a long while: uvx or npx downloading it on its first
+// start. A server of 2026-07-28 only that starts that slowly answers
+// server/discover late (the answer is dropped) and then refuses the
+// fallback initialize. The revision says how to tell it from an older
+// server (versioning, "Backward Compatibility"): a recognized modern error
+// (UnsupportedProtocolVersionError naming the versions it speaks, which a
+// modern-only server should return to initialize) identifies a modern
+// server, and a client re-probes when its cached assumption about a
+// server's era fails. So when the bound cut server/discover short and then
+// the server answered it after all, or refused initialize with such an
+// error, the bridge starts the server again (go-sdk has closed the
+// connection) and this time waits for server/discover as long as
+// InitTimeout allows: a server definition known to speak 2026-07-28 gets
+// no shorter bound. If such a start fails, the bridge forgets what it knew,
+// and the next start probes with the bound again. (Starting the bound at
+// the server's first sign of life instead would not do: an older server
+// that ignores server/discover writes nothing to stdout before it is
+// initialized, and stderr says nothing reliable about readiness.)
 
 const methodDiscover = "server/discover"
 
@@ -39,6 +61,8 @@ type discoverBound struct {
 	pending  bool        // guarded by mu
 	injected bool        // guarded by mu; the refusal was synthesized: drop the server's answer
 	timer    *time.Timer // guarded by mu
+	cut      bool        // guarded by mu; the bound answered a server/discover
+	late     bool        // guarded by mu; then the server answered it after all, with a result
 }
 
 type readResult struct {
@@ -52,7 +76,7 @@ func newDiscoverBound(c mcp.Connection, after time.Duration) *discoverBound {
 }
 
 func (d *discoverBound) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == methodDiscover && req.IsCall() {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == methodDiscover && req.IsCall() && d.after > 0 {
 		d.mu.Lock()
 		d.id, d.pending, d.injected = req.ID, true, false
 		if d.timer != nil {
@@ -71,7 +95,7 @@ func (d *discoverBound) expire(id jsonrpc.ID) {
 	if !d.pending || d.id != id {
 		return
 	}
-	d.pending, d.injected = false, true
+	d.pending, d.injected, d.cut = false, true, true
 	resp := &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: -32601,
 		Message: fmt.Sprintf("server/discover was not answered within %s", d.after)}}
 	select {
@@ -109,7 +133,7 @@ func (d *discoverBound) Read(ctx context.Context) (jsonrpc.Message, error) {
 			if r.err != nil {
 				return nil, r.err
 			}
-			if resp, ok := r.msg.(*jsonrpc.Response); ok && d.answers(resp.ID) {
+			if resp, ok := r.msg.(*jsonrpc.Response); ok && d.answers(resp.ID, resp.Error == nil) {
 				continue // the bridge already answered it as refused
 			}
 			return r.msg, nil
@@ -118,8 +142,9 @@ func (d *discoverBound) Read(ctx context.Context) (jsonrpc.Message, error) {
 }
 
 // answers reports whether a response with id must be dropped, and settles
-// the pending server/discover it answers.
-func (d *discoverBound) answers(id jsonrpc.ID) (drop bool) {
+// the pending server/discover it answers; result says the response is a
+// result, not an error.
+func (d *discoverBound) answers(id jsonrpc.ID, result bool) (drop bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.id != id {
@@ -132,9 +157,19 @@ func (d *discoverBound) answers(id jsonrpc.ID) (drop bool) {
 	}
 	if d.injected {
 		d.injected = false
+		d.late = d.late || result
 		return true
 	}
 	return false
+}
+
+// answeredLate reports whether the bound answered a server/discover and
+// the server then answered it with a result: it speaks 2026-07-28 but was
+// slow to start.
+func (d *discoverBound) answeredLate() (cut, late bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cut, d.late
 }
 
 func (d *discoverBound) Close() error {
@@ -147,18 +182,122 @@ func (d *discoverBound) Close() error {
 	return d.Connection.Close()
 }
 
-// discoverBoundTransport wraps a stdio transport's connections.
+// discoverBoundTransport wraps a stdio transport's connections; after <= 0
+// leaves server/discover unbounded (InitTimeout bounds it).
 type discoverBoundTransport struct {
 	inner mcp.Transport
 	after time.Duration
+
+	mu   sync.Mutex
+	last *discoverBound // guarded by mu; the connection made
 }
 
-func (t discoverBoundTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+func (t *discoverBoundTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	c, err := t.inner.Connect(ctx)
 	if err != nil || c == nil {
 		return c, err
 	}
-	return newDiscoverBound(c, t.after), nil
+	d := newDiscoverBound(c, t.after)
+	t.mu.Lock()
+	t.last = d
+	t.mu.Unlock()
+	return d, nil
+}
+
+// errModernAfterBound marks a start to be made again: the server speaks
+// 2026-07-28 only, and the bound on server/discover made it look older.
+var errModernAfterBound = errors.New("the server speaks 2026-07-28 only and answered server/discover after the bound")
+
+// connectFailed looks at a failed start (stdio's t, nil for HTTP; err from
+// go-sdk's Connect) and returns the error to report. A server definition
+// that was known to speak 2026-07-28 is forgotten, so that the next start
+// probes again. If the bound cut server/discover short and the server has
+// since shown that it speaks 2026-07-28 only, it is remembered as such and
+// the error wraps errModernAfterBound.
+func (s *session) connectFailed(t *discoverBoundTransport, err error) error {
+	s.b.forgetModern(s.key)
+	if t == nil {
+		return err
+	}
+	t.mu.Lock()
+	d := t.last
+	t.mu.Unlock()
+	if d == nil {
+		return err
+	}
+	if d.after <= 0 && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("did not answer server/discover within %s (it spoke 2026-07-28 when last started; "+
+			"the next start probes for an older revision again)", s.b.opts.InitTimeout)
+	}
+	cut, late := d.answeredLate()
+	if !cut || !(late || refusedAsModern(err)) {
+		return err
+	}
+	s.b.rememberVersion(s.key, protocolVersion20260728)
+	return fmt.Errorf("%w (after %s): %v", errModernAfterBound, d.after, err)
+}
+
+// refusedAsModern reports whether err is a recognized modern refusal:
+// UnsupportedProtocolVersionError (-32022) whose supported versions
+// include 2026-07-28 or later.
+func refusedAsModern(err error) bool {
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) || werr.Code != mcp.CodeUnsupportedProtocolVersion {
+		return false
+	}
+	var data struct {
+		Supported []string `json:"supported"`
+	}
+	if json.Unmarshal(werr.Data, &data) != nil {
+		return false
+	}
+	for _, v := range data.Supported {
+		if v >= protocolVersion20260728 {
+			return true
+		}
+	}
+	return false
+}
+
+const protocolVersion20260728 = "2026-07-28"
+
+// start starts the server (startOnce), and once more when the first start
+// found a server of 2026-07-28 only that was slow to answer
+// server/discover (see the top of this file).
+func (s *session) start(ctx context.Context) (*startedConn, error) {
+	conn, err := s.startOnce(ctx)
+	if err == nil || !errors.Is(err, errModernAfterBound) {
+		return conn, err
+	}
+	s.b.log.Info("server answered server/discover after the bound and refused the fallback initialize: "+
+		"it speaks 2026-07-28 only; starting it again, waiting up to InitTimeout for server/discover",
+		"server", s.spec.Name, "error", err.Error())
+	if conn != nil {
+		conn.close()
+	}
+	return s.startOnce(ctx)
+}
+
+// discoverTimeout is the bound on server/discover for a server definition:
+// none (InitTimeout) when it is known to speak 2026-07-28, else
+// Options.DiscoverTimeout.
+func (b *Bridge) discoverTimeout(key string) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.spoken[key] >= protocolVersion20260728 {
+		return 0
+	}
+	return b.opts.DiscoverTimeout
+}
+
+// forgetModern forgets that a server definition speaks 2026-07-28 (after a
+// failed start): the next start probes with the bound again.
+func (b *Bridge) forgetModern(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.spoken[key] >= protocolVersion20260728 {
+		delete(b.spoken, key)
+	}
 }
 
 // offeredVersion is the revision to offer a server: Options.ProtocolVersion,

@@ -3,16 +3,25 @@ package bridge_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
 	"github.com/megane-labs/megane-jupyter-bridge/child"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // interopCall is one tools/call of a reference server.
@@ -21,11 +30,34 @@ type interopCall struct {
 	args map[string]any
 }
 
-// TestReferenceServersByteExact runs npm's reference servers
-// server-filesystem and server-memory over stdio through the bridge and
-// checks that each result reaches the page byte for byte as the server
-// wrote it: the same calls, made by a plain JSON-RPC client on a fresh copy
-// of the server, give the bytes the page must get.
+// interopServer is a row of the interop matrix: a server, how to start a
+// fresh copy of it over stdio (command, arguments, environment; state
+// names a file or directory private to that copy) and the calls to make.
+type interopServer struct {
+	name string
+	// stdio returns a fresh copy's command line and environment.
+	stdio func(t *testing.T, state string) (cmd string, args []string, env map[string]string)
+	// http serves a fresh copy over Streamable HTTP and returns its URL.
+	http   func(t *testing.T, state string) string
+	modern bool // speaks 2026-07-28 only
+	calls  []interopCall
+	// long reports progress (one notification per step) and runs for
+	// seconds; the page must get the progress and be able to cancel it.
+	// nil when the server has no such tool: noLong says why.
+	long   func(steps int) interopCall
+	noLong string
+}
+
+// TestReferenceServersByteExact is the interop matrix: npm's reference
+// servers server-everything, server-filesystem and server-memory, and a
+// server that speaks only 2026-07-28 (go-sdk's, NewModernTestServer), each
+// over stdio and over Streamable HTTP (server-everything's own, supergateway
+// 4.0.0 in front of the two that speak only stdio, go-sdk's handler for the
+// modern one). For each: the listing and every result reach the page byte
+// for byte as a plain JSON-RPC client receives them from a fresh copy of
+// the server over stdio (tool errors included), and where the server has a
+// tool that reports progress and runs long, the page gets its progress and
+// can cancel it, after which the session still answers.
 func TestReferenceServersByteExact(t *testing.T) {
 	dir := t.TempDir()
 	files := filepath.Join(dir, "files")
@@ -39,59 +71,299 @@ func TestReferenceServersByteExact(t *testing.T) {
 		map[string]any{"name": "water", "entityType": "molecule", "observations": []any{"H2O", "bent, 104.5°"}},
 		map[string]any{"name": "argon", "entityType": "atom", "observations": []any{"noble gas"}},
 	}}
-	for _, tc := range []struct {
-		name  string
-		pkg   string
-		args  func(memory string) []string
-		env   func(memory string) []string
-		calls []interopCall
-	}{
-		{name: "server-filesystem", pkg: "server-filesystem",
-			args: func(string) []string { return []string{files} },
-			env:  func(string) []string { return nil },
+	npm := func(pkg string, args func(state string) []string, env func(state string) map[string]string) func(*testing.T, string) (string, []string, map[string]string) {
+		return func(t *testing.T, state string) (string, []string, map[string]string) {
+			node, js := npmServer(t, pkg)
+			return node, append([]string{js}, args(state)...), env(state)
+		}
+	}
+	none := func(string) map[string]string { return nil }
+	behindSupergateway := func(stdio func(*testing.T, string) (string, []string, map[string]string)) func(*testing.T, string) string {
+		return func(t *testing.T, state string) string {
+			cmd, args, env := stdio(t, state)
+			return startSupergateway(t, cmd, args, env)
+		}
+	}
+	modernJournal := filepath.Join(dir, "modern-journal.jsonl")
+	httpModern := &modernHTTP{}
+
+	servers := []interopServer{
+		{name: "server-everything",
+			stdio: npm("server-everything", func(string) []string { return []string{"stdio"} }, none),
+			http:  func(t *testing.T, _ string) string { url, _ := startEverythingHTTP(t); return url },
+			calls: []interopCall{
+				{"echo", map[string]any{"message": "hi <&> \u2028 there"}},
+				{"get-sum", map[string]any{"a": 2.5, "b": 40}},
+				{"get-tiny-image", map[string]any{}},
+				{"get-annotated-message", map[string]any{"messageType": "error", "includeImage": false}},
+				{"get-sum", map[string]any{"a": "two"}}, // invalid arguments: a tool error
+			},
+			long: func(steps int) interopCall {
+				return interopCall{"trigger-long-running-operation", map[string]any{"duration": steps / 2, "steps": steps}}
+			}},
+		{name: "server-filesystem",
+			stdio: npm("server-filesystem", func(string) []string { return []string{files} }, none),
 			calls: []interopCall{
 				{"list_allowed_directories", map[string]any{}},
 				{"list_directory", map[string]any{"path": files}},
 				{"read_text_file", map[string]any{"path": filepath.Join(files, "a.txt")}},
 				{"read_text_file", map[string]any{"path": "/etc/passwd"}}, // outside: a tool error
-			}},
-		{name: "server-memory", pkg: "server-memory",
-			args: func(string) []string { return nil },
-			env:  func(memory string) []string { return []string{"MEMORY_FILE_PATH=" + memory} },
+			},
+			noLong: "no server-filesystem tool reports progress, and every one answers at once"},
+		{name: "server-memory",
+			stdio: npm("server-memory", func(string) []string { return nil },
+				func(state string) map[string]string { return map[string]string{"MEMORY_FILE_PATH": state + ".jsonl"} }),
 			calls: []interopCall{
 				{"create_entities", entities},
 				{"read_graph", map[string]any{}},
 				{"search_nodes", map[string]any{"query": "noble"}},
-			}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			node, js := npmServer(t, tc.pkg)
-			direct := rawStdioCalls(t, node, append([]string{js}, tc.args(filepath.Join(dir, tc.name+"-direct.jsonl"))...),
-				tc.env(filepath.Join(dir, tc.name+"-direct.jsonl")), tc.calls)
-
-			memory := filepath.Join(dir, tc.name+"-bridge.jsonl")
-			extra := map[string]string{}
-			for _, kv := range tc.env(memory) {
-				k, v, _ := bytes.Cut([]byte(kv), []byte("="))
-				extra[string(k)] = string(v)
-			}
-			spec := bridge.ServerSpec{Name: tc.name, Transport: bridge.TransportStdio, Command: node,
-				Args: append([]string{js}, tc.args(memory)...), Env: extra, Source: "test", Fingerprint: "sha256:" + tc.name}
-			ctx := testCtx(t, 60*time.Second)
-			h := newHarness(t, bridge.Options{}, spec)
-			p := h.page(ctx)
-			connect(t, ctx, p, 1, spec)
-			for i, c := range tc.calls {
-				r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": 10 + i, "server": spec.Name, "tool": c.tool, "arguments": c.args})
+			},
+			noLong: "no server-memory tool reports progress, and every one answers at once"},
+		{name: "modern-2026-07-28", modern: true,
+			stdio: func(t *testing.T, state string) (string, []string, map[string]string) {
+				exe, err := os.Executable()
 				if err != nil {
-					t.Fatalf("%s: %v", c.tool, err)
+					t.Fatal(err)
 				}
-				mustOK(t, r)
-				if got := r.Fields["result"]; !bytes.Equal(got, direct[i]) {
-					t.Errorf("%s: the page got\n%s\nthe server wrote\n%s", c.tool, got, direct[i])
+				mode, _ := json.Marshal(bridge.ModernServerMode{Journal: modernJournal})
+				return exe, []string{"-test.run=^$"}, map[string]string{bridge.ModernServerEnv: string(mode)}
+			},
+			http: httpModern.start,
+			calls: []interopCall{
+				{"hello", map[string]any{"name": "lab <&> \u2028"}},
+				{"no-such-tool", map[string]any{}}, // a JSON-RPC error: answered as a tool error
+			},
+			long: func(steps int) interopCall {
+				return interopCall{"slow", map[string]any{"steps": steps, "intervalMs": 250}}
+			}},
+	}
+	for i := range servers {
+		if s := &servers[i]; s.http == nil {
+			s.http = behindSupergateway(s.stdio)
+		}
+	}
+
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			// The baseline, from a fresh copy over stdio. A call of a tool
+			// the server does not have is refused by the bridge (it is
+			// not listed), so it is left out of the baseline for both.
+			cmd, args, env := srv.stdio(t, filepath.Join(dir, srv.name+"-direct"))
+			var calls []interopCall
+			for _, c := range srv.calls {
+				if c.tool != "no-such-tool" {
+					calls = append(calls, c)
 				}
+			}
+			listing, direct := rawStdioCalls(t, cmd, args, env, srv.modern, calls)
+
+			for _, transport := range []string{bridge.TransportStdio, bridge.TransportHTTP} {
+				t.Run(transport, func(t *testing.T) {
+					state := filepath.Join(dir, srv.name+"-"+transport)
+					spec := bridge.ServerSpec{Name: srv.name, Transport: transport, Source: "test",
+						Fingerprint: "sha256:" + srv.name + "-" + transport}
+					if transport == bridge.TransportStdio {
+						spec.Command, spec.Args, spec.Env = srv.stdio(t, state)
+					} else {
+						spec.URL = srv.http(t, state)
+					}
+					ctx := testCtx(t, 90*time.Second)
+					h := newHarness(t, bridge.Options{}, spec)
+					p := h.page(ctx)
+					c := connect(t, ctx, p, "connect", spec)
+					if want := map[bool]string{true: "2026-07-28", false: "2025-11-25"}[srv.modern]; c.Str("protocolVersion") != want {
+						t.Errorf("protocolVersion %q, want %q", c.Str("protocolVersion"), want)
+					}
+					if got := c.Fields["tools"]; !bytes.Equal(got, listing) {
+						t.Errorf("the page's listing\n%s\nthe server's\n%s", got, listing)
+					}
+					k := 0
+					for i, call := range srv.calls {
+						r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": 10 + i, "server": spec.Name, "tool": call.tool, "arguments": call.args})
+						if err != nil {
+							t.Fatalf("%s: %v", call.tool, err)
+						}
+						if call.tool == "no-such-tool" {
+							mustErr(t, r, bridge.CodeUnknownTool)
+							continue
+						}
+						mustOK(t, r)
+						if got := r.Fields["result"]; !bytes.Equal(got, direct[k]) {
+							t.Errorf("%s: the page got\n%s\nthe server wrote\n%s", call.tool, got, direct[k])
+						}
+						k++
+					}
+					if srv.long == nil {
+						t.Logf("progress and cancel not tried: %s", srv.noLong)
+						return
+					}
+					interopProgressAndCancel(t, ctx, p, spec, srv, transport, modernJournal, httpModern)
+				})
 			}
 		})
+	}
+}
+
+// interopProgressAndCancel: a long call reports progress to the page and
+// completes; a second one is cancelled from the page, answered cancelled,
+// and (for the modern server, whose journal says so) ends on the server;
+// the session still answers afterwards.
+func interopProgressAndCancel(t *testing.T, ctx context.Context, p *bridgetest.Page, spec bridge.ServerSpec, srv interopServer, transport, modernJournal string, httpModern *modernHTTP) {
+	t.Helper()
+	long := srv.long(4)
+	r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": "long", "server": spec.Name, "tool": long.tool, "arguments": long.args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, r)
+	progress := 0
+	for _, m := range p.All() {
+		if m.Type == "tools:progress" && string(m.ID) == `"long"` {
+			progress++
+		}
+	}
+	if progress < 3 {
+		t.Errorf("%s: %d tools:progress for 4 steps, want at least 3", long.tool, progress)
+	}
+
+	long = srv.long(40)
+	if err := p.Send(map[string]any{"type": "tools:call", "id": "cancel-me", "server": spec.Name, "tool": long.tool, "arguments": long.args}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:progress" && string(m.ID) == `"cancel-me"` }); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(map[string]any{"type": "tools:cancel", "id": "cancel-me"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err = p.Reply(ctx, "tools:call", "cancel-me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustErr(t, r, bridge.CodeCancelled)
+	if srv.modern {
+		// Over stdio notifications/cancelled ends the call, over HTTP the
+		// closed response stream does (revision 2026-07-28).
+		count := func() int {
+			if transport == bridge.TransportHTTP {
+				return httpModern.count("cancelled:slow")
+			}
+			return countJournal(modernJournal, "cancelled:slow")
+		}
+		waitFor(t, 20*time.Second, "the modern server to see its call cancelled", func() bool { return count() >= 1 })
+		if transport == bridge.TransportStdio && countJournal(modernJournal, "notifications/cancelled") == 0 {
+			t.Errorf("over stdio the server received no notifications/cancelled")
+		}
+	}
+	first := srv.calls[0]
+	r, err = p.Request(ctx, map[string]any{"type": "tools:call", "id": "after", "server": spec.Name, "tool": first.tool, "arguments": first.args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, r)
+}
+
+// countJournal counts the modern server's journal lines for method.
+func countJournal(path, method string) int {
+	b, _ := os.ReadFile(path)
+	n := 0
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var e struct{ Method string }
+		if json.Unmarshal(line, &e) == nil && e.Method == method {
+			n++
+		}
+	}
+	return n
+}
+
+// modernHTTP serves NewModernTestServer over go-sdk's stateless Streamable
+// HTTP handler (go-sdk's stateful handler cannot serve 2026-07-28) and
+// records what it received.
+type modernHTTP struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (m *modernHTTP) record(method string, _ any) {
+	m.mu.Lock()
+	m.seen = append(m.seen, method)
+	m.mu.Unlock()
+}
+
+func (m *modernHTTP) count(method string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, s := range m.seen {
+		if s == method {
+			n++
+		}
+	}
+	return n
+}
+
+func (m *modernHTTP) start(t *testing.T, _ string) string {
+	server := bridge.NewModernTestServer(m.record)
+	// Revision 2026-07-28: a server MUST treat the client's closing a
+	// call's response stream as its cancellation; go-sdk's handler does so
+	// only when asked.
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+// startSupergateway serves a stdio server over Streamable HTTP through
+// supergateway 4.0.0 (stateful: the sessions of 2025-11-25) and returns
+// its URL; its process group is killed at cleanup.
+func startSupergateway(t *testing.T, command string, args []string, env map[string]string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	js := filepath.Join(filepath.Dir(file), "..", ".ci", "node", "node_modules", "supergateway", "dist", "index.js")
+	if _, err := os.Stat(js); err != nil {
+		needComponent(t, "supergateway", "npm ci --prefix .ci/node")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		needComponent(t, "node", "the machine's Node.js")
+	}
+	line := strconv.Quote(command)
+	for _, a := range args {
+		line += " " + strconv.Quote(a)
+	}
+	port := bridgetest.FreePort(t)
+	cmd := exec.Command(node, js, "--stdio", line, "--outputTransport", "streamableHttp", "--stateful",
+		"--port", strconv.Itoa(port), "--logLevel", "none")
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	child.InGroup(cmd)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		child.KillGroup(cmd.Process)
+		<-exited
+	})
+	giveUp := time.After(60 * time.Second)
+	for {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+			return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("supergateway ended before listening: %v\n%s", err, stderr.String())
+		case <-giveUp:
+			t.Fatalf("supergateway did not listen on port %d within 60 s:\n%s", port, stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
@@ -111,13 +383,18 @@ func npmServer(t testing.TB, pkg string) (node, js string) {
 	return node, js
 }
 
-// rawStdioCalls starts a stdio server, initializes it as a plain JSON-RPC
-// client (revision 2025-11-25, no capabilities) and returns the raw
-// "result" of each call, as the server wrote it.
-func rawStdioCalls(t *testing.T, node string, args, env []string, calls []interopCall) []json.RawMessage {
+// rawStdioCalls starts a stdio server and talks to it as a plain JSON-RPC
+// client with no capabilities: revision 2025-11-25 (initialize first), or
+// for a modern server 2026-07-28 (every request carries its _meta). It
+// returns the raw "tools" array of tools/list and the raw "result" of each
+// call, as the server wrote them.
+func rawStdioCalls(t *testing.T, command string, args []string, env map[string]string, modern bool, calls []interopCall) (json.RawMessage, []json.RawMessage) {
 	t.Helper()
-	cmd := exec.Command(node, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd := exec.Command(command, args...)
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	child.InGroup(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -137,8 +414,24 @@ func rawStdioCalls(t *testing.T, node string, args, env []string, calls []intero
 	}()
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	send := func(v any) {
-		b, _ := json.Marshal(v)
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "direct", "version": "1"}}
+	send := func(id any, method string, params map[string]any) {
+		msg := map[string]any{"jsonrpc": "2.0", "method": method}
+		if id != nil {
+			msg["id"] = id
+		}
+		if modern {
+			if params == nil {
+				params = map[string]any{}
+			}
+			params["_meta"] = meta
+		}
+		if params != nil {
+			msg["params"] = params
+		}
+		b, _ := json.Marshal(msg)
 		if _, err := stdin.Write(append(b, '\n')); err != nil {
 			t.Fatal(err)
 		}
@@ -154,21 +447,31 @@ func rawStdioCalls(t *testing.T, node string, args, env []string, calls []intero
 				continue
 			}
 			if m.Error != nil {
-				t.Fatalf("call %d: %s", id, m.Error)
+				t.Fatalf("request %d: %s", id, m.Error)
 			}
 			return append(json.RawMessage(nil), m.Result...)
 		}
 		t.Fatalf("the server ended before answering %d: %v", id, sc.Err())
 		return nil
 	}
-	send(map[string]any{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": map[string]any{
-		"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "direct", "version": "1"}}})
-	await(0)
-	send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	if !modern {
+		send(0, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+			"clientInfo": map[string]any{"name": "direct", "version": "1"}})
+		await(0)
+		send(nil, "notifications/initialized", nil)
+	}
+	send(1, "tools/list", nil)
+	var list struct {
+		Tools      json.RawMessage `json:"tools"`
+		NextCursor string          `json:"nextCursor"`
+	}
+	if err := json.Unmarshal(await(1), &list); err != nil || list.NextCursor != "" {
+		t.Fatalf("tools/list: %v (a second page is not expected of these servers)", err)
+	}
 	out := make([]json.RawMessage, len(calls))
 	for i, c := range calls {
-		send(map[string]any{"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": map[string]any{"name": c.tool, "arguments": c.args}})
-		out[i] = await(i + 1)
+		send(i+2, "tools/call", map[string]any{"name": c.tool, "arguments": c.args})
+		out[i] = await(i + 2)
 	}
-	return out
+	return list.Tools, out
 }

@@ -10,11 +10,12 @@ import (
 )
 
 // The test binary doubles as the tool servers the relay tests run: TestMain
-// turns it into a keeper (child.RunKeeperIfRequested) or into a bridgetest
-// server before any test runs.
+// turns it into a keeper (child.RunKeeperIfRequested), into a bridgetest
+// server, or into the 2026-07-28-only go-sdk server (ModernServerEnv) before
+// any test runs.
 func TestMain(m *testing.M) {
 	child.RunKeeperIfRequested()
-	if bridgetest.ServeFromEnv() {
+	if bridgetest.ServeFromEnv() || serveModernFromEnv() {
 		os.Exit(0)
 	}
 	childtest.VerifyTestMain(m)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,7 +35,7 @@ func modernServer(t *testing.T, versions ...string) http.Handler {
 }
 
 // TestRevision20260728OptIn: with Options.ProtocolVersion "2026-07-28"
-// (not the default yet: see issue 13.2), a server that speaks only that
+// (the default since issue 13.2; the name is older), a server that speaks only that
 // revision is connected through server/discover, its self-description
 // (serverInfo from discover's _meta, instructions) reaches the page, and a
 // call works; a server of 2025-11-25 is still connected, by go-sdk's
@@ -253,5 +254,135 @@ func TestInvalidHeaderDeclarationDropped(t *testing.T) {
 	if len(tools) != 1 || tools[0].Name != "hello" || len(dropped) != 1 || dropped[0].Name != "bad" ||
 		!strings.Contains(dropped[0].Reason, "invalid x-mcp-header declaration") || !strings.Contains(dropped[0].Reason, `"o"`) {
 		t.Fatalf("connect: tools %s, droppedTools %s", c.Fields["tools"], c.Fields["droppedTools"])
+	}
+}
+
+// TestDiscoverSlowModernStart: a stdio server of 2026-07-28 only that
+// starts more slowly than Options.DiscoverTimeout (a first uvx download)
+// answers server/discover after the bound and refuses the fallback
+// initialize; the bridge does not lose it: it starts the server again and
+// waits for server/discover as long as InitTimeout allows, the page gets
+// the tools at 2026-07-28 and a call works. The next start of the same
+// server definition waits for server/discover at once: no initialize
+// reaches the server again.
+func TestDiscoverSlowModernStart(t *testing.T) {
+	j := journal(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode, _ := json.Marshal(bridge.ModernServerMode{StartDelayMs: 1500, Journal: j})
+	spec := bridge.ServerSpec{Name: "slow-modern", Transport: bridge.TransportStdio, Command: exe, Args: []string{"-test.run=^$"},
+		Env: map[string]string{bridge.ModernServerEnv: string(mode)}, Source: "test", Fingerprint: "sha256:slow-modern"}
+	ctx := testCtx(t, 60*time.Second)
+	h := newHarness(t, bridge.Options{DiscoverTimeout: 200 * time.Millisecond, InitTimeout: 30 * time.Second}, spec)
+	p := h.page(ctx)
+	for round := 1; round <= 2; round++ {
+		id := strconv.Itoa(round)
+		c := connect(t, ctx, p, "c"+id, spec)
+		if c.Str("protocolVersion") != "2026-07-28" || !strings.Contains(string(c.Fields["tools"]), `"name":"hello"`) ||
+			!strings.Contains(string(c.Fields["serverInfo"]), `"title":"Modern server"`) || string(c.Fields["instructions"]) != `"Say hello."` {
+			t.Fatalf("round %d: connect: %s", round, c.Raw)
+		}
+		r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": "h" + id, "server": spec.Name, "tool": "hello", "arguments": map[string]any{"name": "lab"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustOK(t, r)
+		d, _ := p.Request(ctx, map[string]any{"type": "tools:disconnect", "id": "d" + id, "server": spec.Name})
+		mustOK(t, d)
+		waitFor(t, 10*time.Second, "the session to stop", func() bool {
+			r, _ := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
+			return strings.Contains(string(r.Fields["servers"]), `"state":"stopped"`)
+		})
+		var methods []string
+		for _, line := range strings.Split(strings.TrimSpace(readFile(t, j)), "\n") {
+			var e struct{ Method string }
+			json.Unmarshal([]byte(line), &e)
+			methods = append(methods, e.Method)
+		}
+		// Round 1: the first process gets server/discover (answered late)
+		// and initialize (refused); the second is spoken to in 2026-07-28.
+		// Round 2 adds one process that gets no initialize. (The server
+		// handles requests concurrently: the journal's order is not the
+		// order sent.)
+		count := func(m string) (n int) {
+			for _, x := range methods {
+				if x == m {
+					n++
+				}
+			}
+			return n
+		}
+		if n := count("initialize"); n != 1 {
+			t.Fatalf("round %d: the server received %v; want one initialize (refused, in the first process)", round, methods)
+		}
+		if n := count("server/discover"); n != round+1 {
+			t.Fatalf("round %d: the server received %v; want %d server/discover", round, methods, round+1)
+		}
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestDiscoverReprobes: a server definition known to speak 2026-07-28 is
+// given no short bound on server/discover; when a start of it fails that
+// way (here the server behind the same definition became one of
+// 2025-11-25 that ignores server/discover), the page is told what
+// happened, and the next start probes again with the bound and falls back.
+func TestDiscoverReprobes(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode, _ := json.Marshal(bridge.ModernServerMode{})
+	modern := bridge.ServerSpec{Name: "changing", Transport: bridge.TransportStdio, Command: exe, Args: []string{"-test.run=^$"},
+		Env: map[string]string{bridge.ModernServerEnv: string(mode)}, Source: "test", Fingerprint: "sha256:changing"}
+	legacy := fakeServer(t, "changing", bridgetest.Mode{IgnoreUnknown: true})
+	legacy.Fingerprint = modern.Fingerprint // the same definition, say an unpinned uvx package
+	var current atomic.Pointer[bridge.ServerSpec]
+	current.Store(&modern)
+	ctx := testCtx(t, 60*time.Second)
+	h := newHarness(t, bridge.Options{DiscoverTimeout: 300 * time.Millisecond, InitTimeout: 5 * time.Second,
+		Catalog: bridge.CatalogFunc(func(context.Context) bridge.Snapshot {
+			return bridge.Snapshot{Servers: []bridge.ServerSpec{*current.Load()}}
+		})})
+	p := h.page(ctx)
+	stopped := func() {
+		waitFor(t, 10*time.Second, "the session to stop", func() bool {
+			r, _ := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
+			return !strings.Contains(string(r.Fields["servers"]), `"state":"connected"`) &&
+				!strings.Contains(string(r.Fields["servers"]), `"state":"starting"`)
+		})
+	}
+	c := connect(t, ctx, p, 1, modern)
+	if c.Str("protocolVersion") != "2026-07-28" {
+		t.Fatalf("connect: %s", c.Raw)
+	}
+	d, _ := p.Request(ctx, map[string]any{"type": "tools:disconnect", "id": 2, "server": modern.Name})
+	mustOK(t, d)
+	stopped()
+
+	current.Store(&legacy)
+	r, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": 3, "server": modern.Name, "fingerprint": modern.Fingerprint, "confirmed": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustErr(t, r, bridge.CodeServerFailed)
+	if !strings.Contains(r.Error.Message, "did not answer server/discover") || !strings.Contains(r.Error.Message, "probes for an older revision again") {
+		t.Fatalf("message: %q", r.Error.Message)
+	}
+	stopped()
+
+	c = connect(t, ctx, p, 4, legacy)
+	if c.Str("protocolVersion") != "2025-11-25" {
+		t.Fatalf("connect after the failed start: %s", c.Raw)
 	}
 }

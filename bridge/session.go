@@ -344,8 +344,10 @@ func (r *recordingTransport) close() {
 	}
 }
 
-func (s *session) start(ctx context.Context) (*startedConn, error) {
+// startOnce starts the server and initializes the session (see start).
+func (s *session) startOnce(ctx context.Context) (*startedConn, error) {
 	var inner mcp.Transport
+	var bound *discoverBoundTransport // stdio only
 	sc := &startedConn{}
 	switch s.spec.Transport {
 	case TransportStdio:
@@ -365,7 +367,8 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 			Logger:            s.b.log.With("server", s.spec.Name),
 		})
 		sc.pipes = st
-		inner = discoverBoundTransport{inner: st, after: s.b.opts.DiscoverTimeout}
+		bound = &discoverBoundTransport{inner: st, after: s.b.discoverTimeout(s.key)}
+		inner = bound
 	case TransportHTTP:
 		u, err := url.Parse(s.spec.URL)
 		if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && LoopbackHost(u.Hostname()))) {
@@ -403,7 +406,8 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 	cs, err := client.Connect(initCtx, sc.rec, &mcp.ClientSessionOptions{ProtocolVersion: s.b.offeredVersion(s.key)})
 	s.tap.expectInit(nil)
 	if err != nil {
-		if sc.pipes != nil {
+		err = s.connectFailed(bound, err)
+		if sc.pipes != nil && !errors.Is(err, errModernAfterBound) {
 			if exit := sc.pipes.ExitError(); exit != nil {
 				// The server exited: say that (with its last stderr
 				// line), not go-sdk's "connection closed: calling

@@ -33,6 +33,9 @@ type JournalEntry struct {
 	// Capabilities the client capabilities it advertised.
 	ProtocolVersion string          `json:"protocolVersion,omitempty"`
 	Capabilities    json.RawMessage `json:"capabilities,omitempty"`
+	// Params are the params of an initialize or a server/discover exactly
+	// as received, so a test can assert the whole handshake a client sends.
+	Params json.RawMessage `json:"params,omitempty"`
 	// Cancelled is the requestId of a notifications/cancelled; Matched says
 	// whether a call with that id was in flight.
 	Cancelled json.RawMessage `json:"cancelled,omitempty"`

@@ -414,6 +414,7 @@ func (s *server) handleLine(line []byte) {
 		json.Unmarshal(m.Params, &p)
 		entry.ProtocolVersion = p.ProtocolVersion
 		entry.Capabilities = p.Capabilities
+		entry.Params = m.Params
 		s.journal.add(entry)
 		if s.mode.HangInit || !m.hasID() {
 			return
@@ -489,6 +490,9 @@ func (s *server) handleLine(line []byte) {
 		}
 	default:
 		entry.Unknown = true
+		if m.Method == "server/discover" {
+			entry.Params = m.Params
+		}
 		s.journal.add(entry)
 		if m.hasID() && !s.mode.IgnoreUnknown {
 			s.replyError(m.ID, -32601, "method not found: "+m.Method)
