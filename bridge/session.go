@@ -408,9 +408,9 @@ func (s *session) startOnce(ctx context.Context) (*startedConn, error) {
 	if err != nil {
 		err = s.connectFailed(bound, err)
 		if sc.pipes != nil && !errors.Is(err, errModernAfterBound) {
-			if exit := sc.pipes.ExitError(); exit != nil {
-				// The server exited: say that (with its last stderr
-				// line), not go-sdk's "connection closed: calling
+			if exit := sc.pipes.ExitError(); exit != nil && !exit.Stopped {
+				// The server exited on its own: say that (with its last
+				// stderr line), not go-sdk's "connection closed: calling
 				// "initialize": client is closing:" around it.
 				return sc, exit
 			}
