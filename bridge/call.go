@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // call is one tools:call in flight.
@@ -186,4 +188,69 @@ func (t *tab) stillConfigured(name string) *protoError {
 		return errorf(CodeForbidden, "%s", reason)
 	}
 	return errorf(CodeUnknownServer, "%s was removed from the configuration since this tab connected: list the servers again with tools:servers", name)
+}
+
+func (t *tab) handleCancel(m pageMessage) {
+	t.mu.Lock()
+	p := t.pending[idKey(m.ID)]
+	t.mu.Unlock()
+	if p != nil {
+		p.cancel(CodeCancelled, "cancelled by the page")
+	}
+	t.push(buildMessage(struct {
+		replyHead
+		Cancelled bool `json:"cancelled"`
+	}{replyHead{Type: m.Type, ID: m.ID, OK: true}, p != nil}))
+}
+
+// routeProgress sends a progress notification to the tab whose call carries
+// its token; unknown tokens (late progress after a result) are dropped.
+func (b *Bridge) routeProgress(p *mcp.ProgressNotificationParams) {
+	if p == nil {
+		return
+	}
+	token, _ := p.ProgressToken.(string)
+	b.mu.Lock()
+	c := b.calls[token]
+	b.mu.Unlock()
+	if c == nil {
+		return
+	}
+	c.progress(p.Progress, p.Total, p.Message)
+}
+
+func (b *Bridge) trackCall(c *call) {
+	b.mu.Lock()
+	b.calls[c.token] = c
+	b.mu.Unlock()
+}
+
+func (b *Bridge) untrackCall(c *call) {
+	b.mu.Lock()
+	delete(b.calls, c.token)
+	b.mu.Unlock()
+}
+
+// addCall registers c; false if the session has ended.
+func (s *session) addCall(c *call) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return false
+	}
+	s.calls[c.token] = c
+	return true
+}
+
+func (s *session) removeCall(c *call) {
+	s.mu.Lock()
+	delete(s.calls, c.token)
+	s.mu.Unlock()
+	s.tap.forget(c.token)
+}
+
+func (s *session) callCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls)
 }

@@ -97,8 +97,6 @@ func newSession(b *Bridge, spec ServerSpec) *session {
 	}
 }
 
-func sessionKey(spec ServerSpec) string { return spec.Name + "\x00" + spec.Fingerprint }
-
 // state reports the session's state for tools:servers.
 func (s *session) state() string {
 	select {
@@ -621,30 +619,6 @@ func (s *session) currentListing() *listing {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.listing
-}
-
-// addCall registers c; false if the session has ended.
-func (s *session) addCall(c *call) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ended {
-		return false
-	}
-	s.calls[c.token] = c
-	return true
-}
-
-func (s *session) removeCall(c *call) {
-	s.mu.Lock()
-	delete(s.calls, c.token)
-	s.mu.Unlock()
-	s.tap.forget(c.token)
-}
-
-func (s *session) callCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.calls)
 }
 
 // callTool runs one tools/call upstream and returns its raw result.
