@@ -187,20 +187,18 @@ type Bridge struct {
 	nextID atomic.Uint64 // call tokens and chunk ids
 	queued atomic.Int64  // bytes queued for all tabs (the sum of their tab.queued)
 
-	mu        sync.Mutex
-	closed    bool                // guarded by mu
-	sessions  map[string]*session // guarded by mu; by sessionKey; live (starting or running) sessions
-	tabs      map[*tab]struct{}   // guarded by mu
-	calls     map[string]*call    // guarded by mu; by progress token, for routing progress
-	lastError map[string]string   // guarded by mu; by server name: the last failure, for tools:servers
-	lastTail  map[string][]string // guarded by mu; by server name: the stderr tail at the last failure
-	spoken    map[string]string   // guarded by mu; by sessionKey: the revision a server last agreed to
+	mu     sync.Mutex
+	closed bool              // guarded by mu
+	tabs   map[*tab]struct{} // guarded by mu
+	calls  map[string]*call  // guarded by mu; by progress token, for routing progress
+	spoken map[string]string // guarded by mu; by sessionKey: the revision a server last agreed to
 
 	snapMu sync.Mutex
 	snap   Snapshot  // guarded by snapMu; the Catalog's latest answer
 	snapAt time.Time // guarded by snapMu; when that read began; zero before the first
 
 	upgrader websocket.Upgrader
+	pool     *pool        // set by New; the sessions tabs share, under a lock of its own
 	routes   *routes      // set by New
 	mem      *memoryGauge // set by New
 	chunks   *chunkPool   // set by New; the bytes of every tab's incomplete chunk sequences (Options.ChunkMemory)
@@ -216,13 +214,11 @@ func New(opts Options) *Bridge {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bridge{
 		opts: opts, log: log, ctx: ctx, cancel: cancel,
-		sessions:  map[string]*session{},
-		tabs:      map[*tab]struct{}{},
-		calls:     map[string]*call{},
-		lastError: map[string]string{},
-		lastTail:  map[string][]string{},
-		spoken:    map[string]string{},
+		tabs:   map[*tab]struct{}{},
+		calls:  map[string]*call{},
+		spoken: map[string]string{},
 	}
+	b.pool = newPool(b)
 	b.routes = newRoutes(opts.BaseURL, log)
 	b.mem = newMemoryGauge()
 	b.chunks = &chunkPool{limit: opts.ChunkMemory}
@@ -337,6 +333,7 @@ func (b *Bridge) Close() error {
 		tabs = append(tabs, t)
 	}
 	b.mu.Unlock()
+	b.pool.close()
 	for _, t := range tabs {
 		t.shutdown()
 	}

@@ -97,9 +97,9 @@ func (t *tab) connect(ctx context.Context, m pageMessage, spec ServerSpec, answe
 		delete(t.shares, spec.Name)
 	}
 	t.mu.Unlock()
-	s, err := t.b.acquire(ctx, t, spec)
+	s, err := t.b.pool.acquire(ctx, t, spec)
 	if old != nil {
-		t.b.release(t, old)
+		t.b.pool.release(t, old)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -152,16 +152,16 @@ wait:
 	}
 	unwatch()
 	if ctx.Err() != nil {
-		t.b.release(t, s)
+		t.b.pool.release(t, s)
 		return // answered by whoever cancelled
 	}
 	if s.startErr != nil {
-		t.b.release(t, s)
+		t.b.pool.release(t, s)
 		answer(errorReply(m.Type, m.ID, errorf(CodeServerFailed, "%s", s.startErr.Error())))
 		return
 	}
 	if s.state() != stateConnected {
-		t.b.release(t, s)
+		t.b.pool.release(t, s)
 		answer(errorReply(m.Type, m.ID, errorf(CodeServerFailed, "the session with %s ended as it was joined: connect again", spec.Name)))
 		return
 	}
@@ -178,7 +178,7 @@ wait:
 	t.mu.Lock()
 	if t.ctx.Err() != nil {
 		t.mu.Unlock()
-		t.b.release(t, s)
+		t.b.pool.release(t, s)
 		return
 	}
 	t.shares[spec.Name] = s
@@ -197,7 +197,7 @@ wait:
 			delete(t.shares, spec.Name)
 		}
 		t.mu.Unlock()
-		t.b.release(t, s)
+		t.b.pool.release(t, s)
 	}
 }
 
@@ -212,7 +212,7 @@ func (t *tab) sessionClosed(s *session, reason string) {
 	if !held {
 		return
 	}
-	t.b.release(t, s)
+	t.b.pool.release(t, s)
 	t.push(buildMessage(struct {
 		Type    string `json:"type"`
 		Server  string `json:"server"`
@@ -251,7 +251,7 @@ func (t *tab) handleDisconnect(m pageMessage) {
 	for _, p := range toCancel {
 		p.cancel(CodeCancelled, "the page disconnected from the server")
 	}
-	t.b.release(t, s)
+	t.b.pool.release(t, s)
 	t.push(buildMessage(struct {
 		replyHead
 		Server string `json:"server"`

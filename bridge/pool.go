@@ -3,8 +3,47 @@ package bridge
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
+
+// pool is the MCP sessions every tab shares: at most one live session per
+// server definition (sessionKey), started by the first tab that acquires
+// it and stopped once the last share is released (after
+// Options.IdleGrace), and the last failure of each server name, for
+// tools:servers. It never writes to a page itself: a session that ended on
+// its own is handed to each holder's tab.sessionClosed.
+type pool struct {
+	b *Bridge // set by newPool; the sessions' bridge: its ctx is their parent, its wg counts their run
+
+	// mu guards the fields below and, in each of the pool's sessions,
+	// holders, refs, stopping and grace. A session's own mu may be taken
+	// under it, never the other way round; no other lock is taken under it.
+	mu        sync.Mutex
+	closed    bool                // guarded by mu; set by close: acquire refuses
+	sessions  map[string]*session // guarded by mu; by sessionKey; live (starting or running) sessions
+	lastError map[string]string   // guarded by mu; by server name: the last failure, for tools:servers
+	lastTail  map[string][]string // guarded by mu; by server name: the stderr tail at the last failure
+}
+
+func newPool(b *Bridge) *pool {
+	return &pool{b: b, sessions: map[string]*session{}, lastError: map[string]string{}, lastTail: map[string][]string{}}
+}
+
+// close makes acquire refuse from now on (Bridge.Close); the sessions are
+// stopped by the bridge's context.
+func (p *pool) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+}
+
+// get returns the live session with this key, or nil.
+func (p *pool) get(key string) *session {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sessions[key]
+}
 
 // acquire gives t a share of the session for spec, starting it if needed.
 // A session of the same definition that is stopping is waited for, until
@@ -13,19 +52,19 @@ import (
 // "Bounds"). A session in its idle grace is not stopping: it is reused.
 // It returns ctx's error if ctx ended first, errShuttingDown if the bridge
 // is closed.
-func (b *Bridge) acquire(ctx context.Context, t *tab, spec ServerSpec) (*session, error) {
+func (p *pool) acquire(ctx context.Context, t *tab, spec ServerSpec) (*session, error) {
 	key := sessionKey(spec)
 	for {
-		b.mu.Lock()
-		if b.closed {
-			b.mu.Unlock()
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
 			return nil, errShuttingDown
 		}
-		s := b.sessions[key]
+		s := p.sessions[key]
 		if s != nil && s.stopping {
-			// sessionEnded removes s from b.sessions before done is closed.
+			// sessionEnded removes s from p.sessions before done is closed.
 			done := s.done
-			b.mu.Unlock()
+			p.mu.Unlock()
 			select {
 			case <-done:
 				continue
@@ -34,13 +73,13 @@ func (b *Bridge) acquire(ctx context.Context, t *tab, spec ServerSpec) (*session
 			}
 		}
 		if s == nil {
-			s = newSession(b, spec)
-			sctx, cancel := context.WithCancel(b.ctx)
+			s = newSession(p.b, spec)
+			sctx, cancel := context.WithCancel(p.b.ctx)
 			s.cancel = cancel
-			b.sessions[key] = s
-			b.wg.Add(1)
+			p.sessions[key] = s
+			p.b.wg.Add(1)
 			go func() {
-				defer b.wg.Done()
+				defer p.b.wg.Done()
 				s.run(sctx)
 			}()
 		}
@@ -50,7 +89,7 @@ func (b *Bridge) acquire(ctx context.Context, t *tab, spec ServerSpec) (*session
 		}
 		s.refs++
 		s.holders[t]++
-		b.mu.Unlock()
+		p.mu.Unlock()
 		return s, nil
 	}
 }
@@ -59,9 +98,9 @@ var errShuttingDown = errors.New("the bridge is shutting down")
 
 // release drops one share of t in s. The last share stops the session, at
 // once if it is still starting, else after the grace period.
-func (b *Bridge) release(t *tab, s *session) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+func (p *pool) release(t *tab, s *session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if s.holders[t] == 0 {
 		return
 	}
@@ -80,18 +119,18 @@ func (b *Bridge) release(t *tab, s *session) {
 		s.stop() // nobody waits for this start any more
 		return
 	}
-	if b.opts.IdleGrace < 0 {
+	if p.b.opts.IdleGrace < 0 {
 		s.stopping = true
 		s.stop()
 		return
 	}
-	s.grace = time.AfterFunc(b.opts.IdleGrace, func() {
-		b.mu.Lock()
+	s.grace = time.AfterFunc(p.b.opts.IdleGrace, func() {
+		p.mu.Lock()
 		idle := s.refs == 0 && s.grace != nil
 		if idle {
 			s.stopping = true
 		}
-		b.mu.Unlock()
+		p.mu.Unlock()
 		if idle {
 			s.stop()
 		}
@@ -100,24 +139,24 @@ func (b *Bridge) release(t *tab, s *session) {
 
 // sessionEnded is called by run when a session is over. A session that ended
 // on its own tells every tab that held it.
-func (b *Bridge) sessionEnded(s *session, reason string, onItsOwn bool) {
-	b.mu.Lock()
-	if b.sessions[s.key] == s {
-		delete(b.sessions, s.key)
+func (p *pool) sessionEnded(s *session, reason string, onItsOwn bool) {
+	p.mu.Lock()
+	if p.sessions[s.key] == s {
+		delete(p.sessions, s.key)
 	}
 	if s.grace != nil {
 		s.grace.Stop()
 		s.grace = nil
 	}
 	if onItsOwn || s.startErr != nil {
-		b.lastError[s.spec.Name] = reason
-		b.lastTail[s.spec.Name] = s.stderrTail(5)
+		p.lastError[s.spec.Name] = reason
+		p.lastTail[s.spec.Name] = s.stderrTail(5)
 	}
 	holders := make([]*tab, 0, len(s.holders))
 	for t := range s.holders {
 		holders = append(holders, t)
 	}
-	b.mu.Unlock()
+	p.mu.Unlock()
 	if !onItsOwn {
 		return
 	}
@@ -127,11 +166,47 @@ func (b *Bridge) sessionEnded(s *session, reason string, onItsOwn bool) {
 }
 
 // sessionReady forgets the server's last failure: it works now.
-func (b *Bridge) sessionReady(s *session) {
-	b.mu.Lock()
-	delete(b.lastError, s.spec.Name)
-	delete(b.lastTail, s.spec.Name)
-	b.mu.Unlock()
+func (p *pool) sessionReady(s *session) {
+	p.mu.Lock()
+	delete(p.lastError, s.spec.Name)
+	delete(p.lastTail, s.spec.Name)
+	p.mu.Unlock()
 }
 
 func sessionKey(spec ServerSpec) string { return spec.Name + "\x00" + spec.Fingerprint }
+
+// views returns specs as tools:servers shows them, with what the pool
+// knows of each, read at one instant: the state and holders of its
+// definition's session, the stderr tail of a start under way, and the
+// failure of a session that failed or, once it is gone, the last failure
+// of the name.
+func (p *pool) views(specs []ServerSpec) []*serverView {
+	views := make([]*serverView, 0, len(specs))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, spec := range specs {
+		v := viewOf(spec)
+		if s := p.sessions[sessionKey(spec)]; s != nil {
+			v.State = s.state()
+			v.Tabs = len(s.holders)
+			switch v.State {
+			case stateStarting:
+				v.Stderr = s.stderrTail(5)
+			case stateFailed:
+				// The session failed and run has not yet handed the failure
+				// to sessionEnded: report it from the session itself.
+				v.LastError = s.failure()
+				v.Stderr = s.stderrTail(5)
+			}
+		}
+		if (v.State == stateStopped || v.State == stateFailed) && v.LastError == "" {
+			v.LastError = p.lastError[spec.Name]
+			if v.LastError != "" {
+				v.State = stateFailed
+				v.Stderr = p.lastTail[spec.Name]
+			}
+		}
+		views = append(views, v)
+	}
+	return views
+}

@@ -36,47 +36,20 @@ func ShellQuote(argv []string) string {
 
 func (t *tab) serversReply(m pageMessage) []byte {
 	snap := t.b.snapshot(t.ctx, 0)
-	views := make([]*serverView, 0, len(snap.Servers))
 	t.mu.Lock()
 	held := make(map[string]*session, len(t.shares))
 	for k, v := range t.shares {
 		held[k] = v
 	}
 	t.mu.Unlock()
-	t.b.mu.Lock()
-	for _, spec := range snap.Servers {
-		v := viewOf(spec)
-		if s := t.b.sessions[sessionKey(spec)]; s != nil {
-			v.State = s.state()
-			v.Tabs = len(s.holders)
-			switch v.State {
-			case stateStarting:
-				v.Stderr = s.stderrTail(5)
-			case stateFailed:
-				// The session failed and run has not yet handed the failure
-				// to sessionEnded: report it from the session itself.
-				v.LastError = s.failure()
-				v.Stderr = s.stderrTail(5)
-			}
-		}
+	views := t.b.pool.views(snap.Servers)
+	for i, spec := range snap.Servers {
 		if s := held[spec.Name]; s != nil && s.spec.Fingerprint == spec.Fingerprint {
-			v.Connected = true
+			views[i].Connected = true
 		}
-		if (v.State == stateStopped || v.State == stateFailed) && v.LastError == "" {
-			v.LastError = t.b.lastError[spec.Name]
-			if v.LastError != "" {
-				v.State = stateFailed
-				v.Stderr = t.b.lastTail[spec.Name]
-			}
-		}
-		views = append(views, v)
 	}
-	t.b.mu.Unlock()
 	for _, v := range views {
-		t.b.mu.Lock()
-		s := t.b.sessions[v.Name+"\x00"+v.Fingerprint]
-		t.b.mu.Unlock()
-		if s != nil {
+		if s := t.b.pool.get(v.Name + "\x00" + v.Fingerprint); s != nil {
 			v.Calls = s.callCount()
 		}
 	}

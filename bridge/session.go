@@ -33,7 +33,7 @@ const (
 
 // session is one MCP session with one server definition (name and
 // fingerprint), shared by every tab that connected it. It is created by
-// Bridge.acquire and ended by stop or by the server.
+// pool.acquire and ended by stop or by the server.
 type session struct {
 	b      *Bridge
 	spec   ServerSpec
@@ -65,10 +65,10 @@ type session struct {
 	ended    bool                      // guarded by mu; no more calls accepted
 	endedBy  string                    // guarded by mu; why a session that ended on its own ended
 	relist   chan struct{}             // buffered(1): list_changed signals; owned by run
-	holders  map[*tab]int              // guarded by b.mu, not s.mu
-	refs     int                       // guarded by b.mu
-	stopping bool                      // guarded by b.mu; stop was requested: acquire starts a new session
-	grace    *time.Timer               // guarded by b.mu
+	holders  map[*tab]int              // guarded by b.pool.mu, not s.mu
+	refs     int                       // guarded by b.pool.mu
+	stopping bool                      // guarded by b.pool.mu; stop was requested: acquire starts a new session
+	grace    *time.Timer               // guarded by b.pool.mu
 }
 
 // listing is a server's tools/list, every page, kept raw.
@@ -195,7 +195,7 @@ func (s *session) lastStderr() string {
 func (s *session) stop() { s.stopOnce.Do(s.cancel) }
 
 // run owns the session: it starts the server, lists its tools, waits for
-// the end, and stops everything. Started by Bridge.acquire.
+// the end, and stops everything. Started by pool.acquire.
 func (s *session) run(ctx context.Context) {
 	defer close(s.done)
 	log := s.b.log.With("server", s.spec.Name)
@@ -217,11 +217,11 @@ func (s *session) run(ctx context.Context) {
 		s.mu.Unlock()
 		close(s.ready)
 		log.Warn("server failed to start", "error", s.startErr.Error(), "elapsed", time.Since(started).Round(time.Millisecond))
-		s.b.sessionEnded(s, s.startErr.Error(), false)
+		s.b.pool.sessionEnded(s, s.startErr.Error(), false)
 		return
 	}
 	log.Info("server connected", "elapsed", time.Since(started).Round(time.Millisecond))
-	s.b.sessionReady(s)
+	s.b.pool.sessionReady(s)
 	close(s.ready)
 
 	waitErr := make(chan error, 1)
@@ -268,7 +268,7 @@ loop:
 	if !onItsOwn {
 		<-waitErr
 	}
-	s.b.sessionEnded(s, reason, onItsOwn)
+	s.b.pool.sessionEnded(s, reason, onItsOwn)
 }
 
 var errStopped = errors.New("stopped before it was ready")

@@ -215,7 +215,7 @@ func (t *tab) serve() {
 	}
 	t.work.Wait()
 	for _, s := range shares {
-		t.b.release(t, s)
+		t.b.pool.release(t, s)
 	}
 	loops.Wait()
 	t.endQueue()
