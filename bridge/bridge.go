@@ -190,7 +190,6 @@ type Bridge struct {
 	mu     sync.Mutex
 	closed bool              // guarded by mu
 	tabs   map[*tab]struct{} // guarded by mu
-	calls  map[string]*call  // guarded by mu; by progress token, for routing progress
 	spoken map[string]string // guarded by mu; by sessionKey: the revision a server last agreed to
 
 	snapMu sync.Mutex
@@ -215,7 +214,6 @@ func New(opts Options) *Bridge {
 	b := &Bridge{
 		opts: opts, log: log, ctx: ctx, cancel: cancel,
 		tabs:   map[*tab]struct{}{},
-		calls:  map[string]*call{},
 		spoken: map[string]string{},
 	}
 	b.pool = newPool(b)

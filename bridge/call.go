@@ -148,13 +148,11 @@ func (t *tab) handleCall(m pageMessage) {
 		t.push(errorReply(m.Type, m.ID, errorf(CodeNotConnected, "the session with %s has ended: connect again", *req.Server)))
 		return
 	}
-	t.b.trackCall(c)
 	t.work.Add(1)
 	go func() {
 		defer t.work.Done()
 		defer cancel()
 		defer t.removePending(m.ID, p)
-		defer t.b.untrackCall(c)
 		defer s.removeCall(c)
 		raw, perr := s.callTool(ctx, c)
 		c.finish(raw, perr)
@@ -203,32 +201,24 @@ func (t *tab) handleCancel(m pageMessage) {
 	}{replyHead{Type: m.Type, ID: m.ID, OK: true}, p != nil}))
 }
 
-// routeProgress sends a progress notification to the tab whose call carries
-// its token; unknown tokens (late progress after a result) are dropped.
-func (b *Bridge) routeProgress(p *mcp.ProgressNotificationParams) {
+// routeProgress sends a progress notification this session's server sent
+// to the tab whose call carries its token. The token is looked up only
+// among this session's calls: a server cannot reach a call on another
+// server, even with its token. Unknown tokens (late progress after a
+// result, another server's call) are dropped. Called by the tap, from the
+// goroutine that reads the server, in wire order.
+func (s *session) routeProgress(p *mcp.ProgressNotificationParams) {
 	if p == nil {
 		return
 	}
 	token, _ := p.ProgressToken.(string)
-	b.mu.Lock()
-	c := b.calls[token]
-	b.mu.Unlock()
+	s.mu.Lock()
+	c := s.calls[token]
+	s.mu.Unlock()
 	if c == nil {
 		return
 	}
 	c.progress(p.Progress, p.Total, p.Message)
-}
-
-func (b *Bridge) trackCall(c *call) {
-	b.mu.Lock()
-	b.calls[c.token] = c
-	b.mu.Unlock()
-}
-
-func (b *Bridge) untrackCall(c *call) {
-	b.mu.Lock()
-	delete(b.calls, c.token)
-	b.mu.Unlock()
 }
 
 // addCall registers c; false if the session has ended.

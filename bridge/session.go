@@ -38,7 +38,7 @@ type session struct {
 	b      *Bridge
 	spec   ServerSpec
 	key    string
-	tap    *tap
+	tap    *tap        // set by newSession; hands this server's progress to routeProgress
 	auth   AuthWatch   // an HTTP server's 401 and 403
 	resume resumeWatch // an HTTP server's resumed event streams
 
@@ -58,7 +58,7 @@ type session struct {
 	mu       sync.Mutex
 	listing  *listing                  // guarded by mu; nil until started
 	watchers map[int]func(line string) // guarded by mu; connects waiting for the start
-	calls    map[string]*call          // guarded by mu; by progress token
+	calls    map[string]*call          // guarded by mu; by progress token: the only calls this server's progress can reach
 	stderr   []string                  // guarded by mu; the latest stderr lines (bounded)
 	excluded map[string]string         // guarded by mu; tools go-sdk excluded from the listing page being read, with why
 	nextW    int                       // guarded by mu
@@ -83,11 +83,10 @@ type toolInfo struct {
 }
 
 func newSession(b *Bridge, spec ServerSpec) *session {
-	return &session{
+	s := &session{
 		b:        b,
 		spec:     spec,
 		key:      sessionKey(spec),
-		tap:      newTap(b.routeProgress),
 		ready:    make(chan struct{}),
 		done:     make(chan struct{}),
 		watchers: map[int]func(string){},
@@ -95,6 +94,8 @@ func newSession(b *Bridge, spec ServerSpec) *session {
 		holders:  map[*tab]int{},
 		relist:   make(chan struct{}, 1),
 	}
+	s.tap = newTap(s.routeProgress)
+	return s
 }
 
 // state reports the session's state for tools:servers.
