@@ -9,6 +9,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// The route of a tools:call. handleCall checks it against the tab's share
+// of the session and the limits, registers it with that session (addCall)
+// and runs it upstream (session.callTool) on a goroutine of the tab's. The
+// session's tap hands the server's progress to routeProgress, which looks
+// its token up among that session's calls only; finish sends the call's one
+// answer. tools:cancel answers a request in flight and stops it.
+
 // call is one tools:call in flight.
 type call struct {
 	t       *tab

@@ -7,6 +7,11 @@ import (
 	"time"
 )
 
+// tools:connect gives a tab a share of a server's session once the person
+// has confirmed the server (or holds an approval for it), relaying its
+// stderr as progress while it starts; tools:disconnect gives the share
+// back; sessionClosed tells the tab when the session ended on its own.
+
 func (t *tab) handleConnect(m pageMessage) {
 	var req struct {
 		Server      *string `json:"server"`

@@ -5,6 +5,10 @@ import (
 	"time"
 )
 
+// tools:servers lists the configured servers with what the bridge is doing
+// with each (the pool's sessions, this tab's shares); tools:openSettings
+// names the settings files.
+
 // serverView is a server as tools:servers shows it: its description and
 // what the bridge is doing with it now.
 type serverView struct {
