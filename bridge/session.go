@@ -120,7 +120,7 @@ func (s *session) state() string {
 }
 
 // failure is why the session failed, for tools:servers, until sessionEnded
-// has recorded it in the bridge: the failed start's error or the reason a
+// has recorded it in the pool: the failed start's error or the reason a
 // session ended on its own. Empty if it did not fail.
 func (s *session) failure() string {
 	select {
