@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Options configures a Bridge. Every zero value has a documented default.
@@ -190,20 +188,17 @@ type Bridge struct {
 	nextID atomic.Uint64 // call tokens and chunk ids
 	queued atomic.Int64  // bytes queued for all tabs (the sum of their tab.queued)
 
-	mu        sync.Mutex
-	closed    bool                // guarded by mu
-	sessions  map[string]*session // guarded by mu; by sessionKey; live (starting or running) sessions
-	tabs      map[*tab]struct{}   // guarded by mu
-	calls     map[string]*call    // guarded by mu; by progress token, for routing progress
-	lastError map[string]string   // guarded by mu; by server name: the last failure, for tools:servers
-	lastTail  map[string][]string // guarded by mu; by server name: the stderr tail at the last failure
-	spoken    map[string]string   // guarded by mu; by sessionKey: the revision a server last agreed to
+	mu     sync.Mutex
+	closed bool              // guarded by mu
+	tabs   map[*tab]struct{} // guarded by mu
+	spoken map[string]string // guarded by mu; by sessionKey: the revision a server last agreed to
 
 	snapMu sync.Mutex
 	snap   Snapshot  // guarded by snapMu; the Catalog's latest answer
 	snapAt time.Time // guarded by snapMu; when that read began; zero before the first
 
 	upgrader websocket.Upgrader
+	pool     *pool        // set by New; the sessions tabs share, under a lock of its own
 	routes   *routes      // set by New
 	mem      *memoryGauge // set by New
 	chunks   *chunkPool   // set by New; the bytes of every tab's incomplete chunk sequences (Options.ChunkMemory)
@@ -219,13 +214,10 @@ func New(opts Options) *Bridge {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bridge{
 		opts: opts, log: log, ctx: ctx, cancel: cancel,
-		sessions:  map[string]*session{},
-		tabs:      map[*tab]struct{}{},
-		calls:     map[string]*call{},
-		lastError: map[string]string{},
-		lastTail:  map[string][]string{},
-		spoken:    map[string]string{},
+		tabs:   map[*tab]struct{}{},
+		spoken: map[string]string{},
 	}
+	b.pool = newPool(b)
 	b.routes = newRoutes(opts.BaseURL, log)
 	b.mem = newMemoryGauge()
 	b.chunks = &chunkPool{limit: opts.ChunkMemory}
@@ -340,6 +332,7 @@ func (b *Bridge) Close() error {
 		tabs = append(tabs, t)
 	}
 	b.mu.Unlock()
+	b.pool.close()
 	for _, t := range tabs {
 		t.shutdown()
 	}
@@ -352,126 +345,6 @@ func (b *Bridge) newToken(prefix string) string {
 	return prefix + strconv.FormatUint(b.nextID.Add(1), 10)
 }
 
-// acquire gives t a share of the session for spec, starting it if needed.
-// A session of the same definition that is stopping is waited for, until
-// it is gone or ctx ends, before another is started: whatever tabs do, a
-// definition has at most one process running and one stopping (PROTOCOL.md,
-// "Bounds"). A session in its idle grace is not stopping: it is reused.
-// It returns ctx's error if ctx ended first, errShuttingDown if the bridge
-// is closed.
-func (b *Bridge) acquire(ctx context.Context, t *tab, spec ServerSpec) (*session, error) {
-	key := sessionKey(spec)
-	for {
-		b.mu.Lock()
-		if b.closed {
-			b.mu.Unlock()
-			return nil, errShuttingDown
-		}
-		s := b.sessions[key]
-		if s != nil && s.stopping {
-			// sessionEnded removes s from b.sessions before done is closed.
-			done := s.done
-			b.mu.Unlock()
-			select {
-			case <-done:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		if s == nil {
-			s = newSession(b, spec)
-			sctx, cancel := context.WithCancel(b.ctx)
-			s.cancel = cancel
-			b.sessions[key] = s
-			b.wg.Add(1)
-			go func() {
-				defer b.wg.Done()
-				s.run(sctx)
-			}()
-		}
-		if s.grace != nil {
-			s.grace.Stop()
-			s.grace = nil
-		}
-		s.refs++
-		s.holders[t]++
-		b.mu.Unlock()
-		return s, nil
-	}
-}
-
-var errShuttingDown = errors.New("the bridge is shutting down")
-
-// release drops one share of t in s. The last share stops the session, at
-// once if it is still starting, else after the grace period.
-func (b *Bridge) release(t *tab, s *session) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if s.holders[t] == 0 {
-		return
-	}
-	s.holders[t]--
-	if s.holders[t] == 0 {
-		delete(s.holders, t)
-	}
-	s.refs--
-	if s.refs > 0 {
-		return
-	}
-	select {
-	case <-s.ready:
-	default:
-		s.stopping = true
-		s.stop() // nobody waits for this start any more
-		return
-	}
-	if b.opts.IdleGrace < 0 {
-		s.stopping = true
-		s.stop()
-		return
-	}
-	s.grace = time.AfterFunc(b.opts.IdleGrace, func() {
-		b.mu.Lock()
-		idle := s.refs == 0 && s.grace != nil
-		if idle {
-			s.stopping = true
-		}
-		b.mu.Unlock()
-		if idle {
-			s.stop()
-		}
-	})
-}
-
-// sessionEnded is called by run when a session is over. A session that ended
-// on its own tells every tab that held it.
-func (b *Bridge) sessionEnded(s *session, reason string, onItsOwn bool) {
-	b.mu.Lock()
-	if b.sessions[s.key] == s {
-		delete(b.sessions, s.key)
-	}
-	if s.grace != nil {
-		s.grace.Stop()
-		s.grace = nil
-	}
-	if onItsOwn || s.startErr != nil {
-		b.lastError[s.spec.Name] = reason
-		b.lastTail[s.spec.Name] = s.stderrTail(5)
-	}
-	holders := make([]*tab, 0, len(s.holders))
-	for t := range s.holders {
-		holders = append(holders, t)
-	}
-	b.mu.Unlock()
-	if !onItsOwn {
-		return
-	}
-	for _, t := range holders {
-		t.sessionClosed(s, reason)
-	}
-}
-
 // releaseMemory returns freed memory to the OS after a large message (see
 // Options.ReleaseAfter). The message's buffers are garbage once it is sent.
 func (b *Bridge) releaseMemory(parts [][]byte) {
@@ -481,42 +354,6 @@ func (b *Bridge) releaseMemory(parts [][]byte) {
 	if msgSize(parts) >= b.opts.ReleaseAfter {
 		debug.FreeOSMemory()
 	}
-}
-
-// sessionReady forgets the server's last failure: it works now.
-func (b *Bridge) sessionReady(s *session) {
-	b.mu.Lock()
-	delete(b.lastError, s.spec.Name)
-	delete(b.lastTail, s.spec.Name)
-	b.mu.Unlock()
-}
-
-// routeProgress sends a progress notification to the tab whose call carries
-// its token; unknown tokens (late progress after a result) are dropped.
-func (b *Bridge) routeProgress(p *mcp.ProgressNotificationParams) {
-	if p == nil {
-		return
-	}
-	token, _ := p.ProgressToken.(string)
-	b.mu.Lock()
-	c := b.calls[token]
-	b.mu.Unlock()
-	if c == nil {
-		return
-	}
-	c.progress(p.Progress, p.Total, p.Message)
-}
-
-func (b *Bridge) trackCall(c *call) {
-	b.mu.Lock()
-	b.calls[c.token] = c
-	b.mu.Unlock()
-}
-
-func (b *Bridge) untrackCall(c *call) {
-	b.mu.Lock()
-	delete(b.calls, c.token)
-	b.mu.Unlock()
 }
 
 // snapshot returns the configuration: the Catalog's answer from a read that

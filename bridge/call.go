@@ -5,7 +5,16 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// The route of a tools:call. handleCall checks it against the tab's share
+// of the session and the limits, registers it with that session (addCall)
+// and runs it upstream (session.callTool) on a goroutine of the tab's. The
+// session's tap hands the server's progress to routeProgress, which looks
+// its token up among that session's calls only; finish sends the call's one
+// answer. tools:cancel answers a request in flight and stops it.
 
 // call is one tools:call in flight.
 type call struct {
@@ -146,13 +155,11 @@ func (t *tab) handleCall(m pageMessage) {
 		t.push(errorReply(m.Type, m.ID, errorf(CodeNotConnected, "the session with %s has ended: connect again", *req.Server)))
 		return
 	}
-	t.b.trackCall(c)
 	t.work.Add(1)
 	go func() {
 		defer t.work.Done()
 		defer cancel()
 		defer t.removePending(m.ID, p)
-		defer t.b.untrackCall(c)
 		defer s.removeCall(c)
 		raw, perr := s.callTool(ctx, c)
 		c.finish(raw, perr)
@@ -186,4 +193,61 @@ func (t *tab) stillConfigured(name string) *protoError {
 		return errorf(CodeForbidden, "%s", reason)
 	}
 	return errorf(CodeUnknownServer, "%s was removed from the configuration since this tab connected: list the servers again with tools:servers", name)
+}
+
+func (t *tab) handleCancel(m pageMessage) {
+	t.mu.Lock()
+	p := t.pending[idKey(m.ID)]
+	t.mu.Unlock()
+	if p != nil {
+		p.cancel(CodeCancelled, "cancelled by the page")
+	}
+	t.push(buildMessage(struct {
+		replyHead
+		Cancelled bool `json:"cancelled"`
+	}{replyHead{Type: m.Type, ID: m.ID, OK: true}, p != nil}))
+}
+
+// routeProgress sends a progress notification this session's server sent
+// to the tab whose call carries its token. The token is looked up only
+// among this session's calls: a server cannot reach a call on another
+// server, even with its token. Unknown tokens (late progress after a
+// result, another server's call) are dropped. Called by the tap, from the
+// goroutine that reads the server, in wire order.
+func (s *session) routeProgress(p *mcp.ProgressNotificationParams) {
+	if p == nil {
+		return
+	}
+	token, _ := p.ProgressToken.(string)
+	s.mu.Lock()
+	c := s.calls[token]
+	s.mu.Unlock()
+	if c == nil {
+		return
+	}
+	c.progress(p.Progress, p.Total, p.Message)
+}
+
+// addCall registers c; false if the session has ended.
+func (s *session) addCall(c *call) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return false
+	}
+	s.calls[c.token] = c
+	return true
+}
+
+func (s *session) removeCall(c *call) {
+	s.mu.Lock()
+	delete(s.calls, c.token)
+	s.mu.Unlock()
+	s.tap.forget(c.token)
+}
+
+func (s *session) callCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls)
 }

@@ -9,4 +9,45 @@
 // reads Jupyter configuration (a Catalog supplies the servers), and never
 // forwards a JSON-RPC method other than initialize, tools/list, tools/call and
 // notifications/cancelled to a tool server.
+//
+// One file per concern:
+//
+//   - bridge.go: Options and their defaults; Bridge: New, a socket's
+//     admission by the Gate and its upgrade, Close; the Catalog's answer,
+//     read at most so often.
+//   - routes.go: the HTTP paths the bridge answers (socket, page,
+//     readiness).
+//   - tab.go: one page's socket: what the Gate admitted, the read loop and
+//     dispatch, the write loop and its bounded queue, shedding the tab
+//     furthest behind, the periodic recheck, the requests in flight.
+//   - protocol.go: page messages: the envelope, the error codes, replies.
+//   - chunk.go: tools:chunk in both directions, and the memory of
+//     incomplete sequences.
+//   - servers.go: tools:servers and tools:openSettings, and finding a server
+//     in the configuration.
+//   - connect.go: tools:connect (confirmation, approvals, the wait for a
+//     start with its stderr as progress), tools:disconnect, and the end of a
+//     session a tab holds.
+//   - call.go: tools:call and tools:cancel: a call's limits and timeout, its
+//     one answer, and its progress, which the session that received it
+//     routes among its own calls only.
+//   - pool.go: the sessions tabs share, one per server definition, under a
+//     lock of its own: acquire, release, the idle grace, the end, and each
+//     server's last failure.
+//   - session.go: one MCP session's life: start (stdio or Streamable HTTP),
+//     tools/list, tools/call upstream, its end.
+//   - tap.go, httptap.go: the raw tap under go-sdk (results byte for byte,
+//     progress in wire order); httptap.go is the Streamable HTTP side.
+//   - discover.go: revision 2026-07-28's server/discover, bounded, and the
+//     revision each server last agreed to.
+//   - memory.go: the memory ceiling; credentials.go: an HTTP server's 401
+//     and 403; api.go: what callers supply and receive (ServerSpec,
+//     Catalog, Gate, Approvals).
+//
+// A call's route: tab.readLoop → tab.dispatch → tab.handleCall (call.go:
+// the tab's share of the session, limits, session.addCall) →
+// session.callTool upstream; the server's progress comes back through the
+// session's tap to session.routeProgress (call.go), which finds the call
+// among that session's calls and pushes it to the call's tab; the result
+// answers the call once (call.finish).
 package bridge

@@ -3,6 +3,10 @@ package bridge_test
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -10,6 +14,7 @@ import (
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestHostileCorpus sends every frame of testdata/hostile-frames.txt on one
@@ -105,4 +110,99 @@ func TestHostileCorpus(t *testing.T) {
 	if got != calls {
 		t.Errorf("the server received %d tools/call, the corpus makes %d", got, calls)
 	}
+}
+
+// spoofingServer is go-sdk's Streamable HTTP server with one tool, "spoof"
+// {token}: one notifications/progress carrying the given token (message
+// "spoofed"), then one carrying the call's own token (message "own"), then
+// the result. Both go out on the same stream, in that order.
+func spoofingServer() http.Handler {
+	server := mcp.NewServer(&mcp.Implementation{Name: "spoofer", Version: "1.0.0"}, nil)
+	server.AddTool(&mcp.Tool{Name: "spoof", InputSchema: json.RawMessage(`{"type":"object","properties":{"token":{"type":"string"}}}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct{ Token string }
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: args.Token, Progress: 1, Message: "spoofed"})
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: 1, Message: "own"})
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sent"}}}, nil
+		})
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+}
+
+// TestProgressStaysWithItsServer: a server that sends progress with the
+// token of another server's call (guessed, or learned: any token will do)
+// reaches nobody. A progress token is looked up only among the calls of the
+// session that received it, so the other server's page sees only its own
+// server's progress, and the sender's page only its own call's.
+func TestProgressStaysWithItsServer(t *testing.T) {
+	leakCheck(t)
+	ctx := testCtx(t, 60*time.Second)
+	j := journal(t)
+	victim := fakeServer(t, "victim", bridgetest.Mode{Journal: j})
+	srv := httptest.NewServer(spoofingServer())
+	tr := &http.Transport{}
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); tr.CloseIdleConnections() })
+	spoofer := bridge.ServerSpec{Name: "spoofer", Transport: bridge.TransportHTTP, URL: srv.URL, Source: "test", Fingerprint: "sha256:spoofer"}
+	h := newHarness(t, bridge.Options{HTTPTransport: tr}, victim, spoofer)
+	pv, ps := h.page(ctx), h.page(ctx)
+	connect(t, ctx, pv, "c", victim)
+	connect(t, ctx, ps, "c", spoofer)
+
+	// The victim's call is in flight (its own progress flows) while the
+	// spoofer sends progress with its token, read from the victim's journal.
+	if err := pv.Send(map[string]any{"type": "tools:call", "id": 1, "server": "victim", "tool": "slow",
+		"arguments": map[string]any{"steps": 1000, "intervalMs": 100, "tag": "victim"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pv.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:progress" && string(m.ID) == "1" }); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := bridgetest.ReadJournal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var token json.RawMessage
+	for _, e := range entries {
+		if e.Method == "tools/call" {
+			token = e.ProgressToken
+		}
+	}
+	if token == nil {
+		t.Fatal("the victim's tools/call carried no progress token")
+	}
+	r, err := ps.Request(ctx, map[string]any{"type": "tools:call", "id": 1, "server": "spoofer", "tool": "spoof",
+		"arguments": map[string]any{"token": token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, r)
+	// The spoofer's own progress reaches its page: the one before it, on the
+	// same stream, has been routed (or dropped) by then.
+	if _, err := ps.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:progress" && m.Str("message") == "own" }); err != nil {
+		t.Fatalf("the spoofer's own progress: %v", err)
+	}
+	// Whatever was queued for the victim's page before this reply has
+	// arrived with it.
+	r, err = pv.Request(ctx, map[string]any{"type": "tools:servers", "id": "after"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, r)
+	for name, p := range map[string]*bridgetest.Page{"victim": pv, "spoofer": ps} {
+		for _, m := range p.All() {
+			if m.Type == "tools:progress" && m.Str("message") == "spoofed" {
+				t.Errorf("the %s's page got progress the spoofer sent with the victim's token %s: %s", name, token, m)
+			}
+		}
+	}
+	r, err = pv.Request(ctx, map[string]any{"type": "tools:cancel", "id": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, r)
+	r, err = pv.Reply(ctx, "tools:call", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustErr(t, r, bridge.CodeCancelled)
 }

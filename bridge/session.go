@@ -33,12 +33,12 @@ const (
 
 // session is one MCP session with one server definition (name and
 // fingerprint), shared by every tab that connected it. It is created by
-// Bridge.acquire and ended by stop or by the server.
+// pool.acquire and ended by stop or by the server.
 type session struct {
 	b      *Bridge
 	spec   ServerSpec
 	key    string
-	tap    *tap
+	tap    *tap        // set by newSession; hands this server's progress to routeProgress
 	auth   AuthWatch   // an HTTP server's 401 and 403
 	resume resumeWatch // an HTTP server's resumed event streams
 
@@ -58,17 +58,17 @@ type session struct {
 	mu       sync.Mutex
 	listing  *listing                  // guarded by mu; nil until started
 	watchers map[int]func(line string) // guarded by mu; connects waiting for the start
-	calls    map[string]*call          // guarded by mu; by progress token
+	calls    map[string]*call          // guarded by mu; by progress token: the only calls this server's progress can reach
 	stderr   []string                  // guarded by mu; the latest stderr lines (bounded)
 	excluded map[string]string         // guarded by mu; tools go-sdk excluded from the listing page being read, with why
 	nextW    int                       // guarded by mu
 	ended    bool                      // guarded by mu; no more calls accepted
 	endedBy  string                    // guarded by mu; why a session that ended on its own ended
 	relist   chan struct{}             // buffered(1): list_changed signals; owned by run
-	holders  map[*tab]int              // guarded by b.mu, not s.mu
-	refs     int                       // guarded by b.mu
-	stopping bool                      // guarded by b.mu; stop was requested: acquire starts a new session
-	grace    *time.Timer               // guarded by b.mu
+	holders  map[*tab]int              // guarded by b.pool.mu, not s.mu
+	refs     int                       // guarded by b.pool.mu
+	stopping bool                      // guarded by b.pool.mu; stop was requested: acquire starts a new session
+	grace    *time.Timer               // guarded by b.pool.mu
 }
 
 // listing is a server's tools/list, every page, kept raw.
@@ -83,11 +83,10 @@ type toolInfo struct {
 }
 
 func newSession(b *Bridge, spec ServerSpec) *session {
-	return &session{
+	s := &session{
 		b:        b,
 		spec:     spec,
 		key:      sessionKey(spec),
-		tap:      newTap(b.routeProgress),
 		ready:    make(chan struct{}),
 		done:     make(chan struct{}),
 		watchers: map[int]func(string){},
@@ -95,9 +94,9 @@ func newSession(b *Bridge, spec ServerSpec) *session {
 		holders:  map[*tab]int{},
 		relist:   make(chan struct{}, 1),
 	}
+	s.tap = newTap(s.routeProgress)
+	return s
 }
-
-func sessionKey(spec ServerSpec) string { return spec.Name + "\x00" + spec.Fingerprint }
 
 // state reports the session's state for tools:servers.
 func (s *session) state() string {
@@ -121,7 +120,7 @@ func (s *session) state() string {
 }
 
 // failure is why the session failed, for tools:servers, until sessionEnded
-// has recorded it in the bridge: the failed start's error or the reason a
+// has recorded it in the pool: the failed start's error or the reason a
 // session ended on its own. Empty if it did not fail.
 func (s *session) failure() string {
 	select {
@@ -197,7 +196,7 @@ func (s *session) lastStderr() string {
 func (s *session) stop() { s.stopOnce.Do(s.cancel) }
 
 // run owns the session: it starts the server, lists its tools, waits for
-// the end, and stops everything. Started by Bridge.acquire.
+// the end, and stops everything. Started by pool.acquire.
 func (s *session) run(ctx context.Context) {
 	defer close(s.done)
 	log := s.b.log.With("server", s.spec.Name)
@@ -219,11 +218,11 @@ func (s *session) run(ctx context.Context) {
 		s.mu.Unlock()
 		close(s.ready)
 		log.Warn("server failed to start", "error", s.startErr.Error(), "elapsed", time.Since(started).Round(time.Millisecond))
-		s.b.sessionEnded(s, s.startErr.Error(), false)
+		s.b.pool.sessionEnded(s, s.startErr.Error(), false)
 		return
 	}
 	log.Info("server connected", "elapsed", time.Since(started).Round(time.Millisecond))
-	s.b.sessionReady(s)
+	s.b.pool.sessionReady(s)
 	close(s.ready)
 
 	waitErr := make(chan error, 1)
@@ -270,7 +269,7 @@ loop:
 	if !onItsOwn {
 		<-waitErr
 	}
-	s.b.sessionEnded(s, reason, onItsOwn)
+	s.b.pool.sessionEnded(s, reason, onItsOwn)
 }
 
 var errStopped = errors.New("stopped before it was ready")
@@ -633,30 +632,6 @@ func (s *session) currentListing() *listing {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.listing
-}
-
-// addCall registers c; false if the session has ended.
-func (s *session) addCall(c *call) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ended {
-		return false
-	}
-	s.calls[c.token] = c
-	return true
-}
-
-func (s *session) removeCall(c *call) {
-	s.mu.Lock()
-	delete(s.calls, c.token)
-	s.mu.Unlock()
-	s.tap.forget(c.token)
-}
-
-func (s *session) callCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.calls)
 }
 
 // callTool runs one tools/call upstream and returns its raw result.

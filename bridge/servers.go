@@ -1,0 +1,104 @@
+package bridge
+
+import (
+	"strings"
+	"time"
+)
+
+// tools:servers lists the configured servers with what the bridge is doing
+// with each (the pool's sessions, this tab's shares); tools:openSettings
+// names the settings files.
+
+// serverView is a server as tools:servers shows it: its description and
+// what the bridge is doing with it now.
+type serverView struct {
+	ServerDescription
+	State     string   `json:"state"`
+	Connected bool     `json:"connected"`
+	Tabs      int      `json:"tabs"`
+	Calls     int      `json:"calls"`
+	LastError string   `json:"lastError,omitempty"`
+	Stderr    []string `json:"stderr,omitempty"` // the latest stderr lines, while starting or after a failure
+}
+
+func viewOf(spec ServerSpec) *serverView {
+	return &serverView{ServerDescription: spec.Describe(), State: stateStopped}
+}
+
+// ShellQuote quotes argv as a POSIX shell would need it.
+func ShellQuote(argv []string) string {
+	parts := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@%+,") == "" {
+			parts[i] = a
+			continue
+		}
+		parts[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(parts, " ")
+}
+
+func (t *tab) serversReply(m pageMessage) []byte {
+	snap := t.b.snapshot(t.ctx, 0)
+	t.mu.Lock()
+	held := make(map[string]*session, len(t.shares))
+	for k, v := range t.shares {
+		held[k] = v
+	}
+	t.mu.Unlock()
+	views := t.b.pool.views(snap.Servers)
+	for i, spec := range snap.Servers {
+		if s := held[spec.Name]; s != nil && s.spec.Fingerprint == spec.Fingerprint {
+			views[i].Connected = true
+		}
+	}
+	for _, v := range views {
+		if s := t.b.pool.get(v.Name + "\x00" + v.Fingerprint); s != nil {
+			v.Calls = s.callCount()
+		}
+	}
+	problems := snap.Problems
+	if problems == nil {
+		problems = []Problem{}
+	}
+	return buildMessage(struct {
+		replyHead
+		Bridge   bridgeInfo    `json:"bridge"`
+		User     string        `json:"user,omitempty"`
+		Servers  []*serverView `json:"servers"`
+		Problems []Problem     `json:"problems"`
+	}{replyHead{Type: m.Type, ID: m.ID, OK: true},
+		bridgeInfo{t.b.opts.Name, t.b.opts.Version, ProtocolVersion}, t.adm.User, views, problems})
+}
+
+type bridgeInfo struct {
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	Protocol int    `json:"protocol"`
+}
+
+// findSpec looks name up in the configuration as read at most maxAge ago
+// (read now when maxAge is not positive).
+func (t *tab) findSpec(name string, maxAge time.Duration) (ServerSpec, Snapshot, bool) {
+	snap := t.b.snapshot(t.ctx, maxAge)
+	for _, s := range snap.Servers {
+		if s.Name == name {
+			return s, snap, true
+		}
+	}
+	return ServerSpec{}, snap, false
+}
+
+// handleOpenSettings answers tools:openSettings with the settings files
+// the Catalog reports.
+func (t *tab) handleOpenSettings(m pageMessage) {
+	snap := t.b.snapshot(t.ctx, 0)
+	settings := snap.Settings
+	if settings.Files == nil {
+		settings.Files = []SettingsFile{}
+	}
+	t.push(buildMessage(struct {
+		replyHead
+		Settings
+	}{replyHead{Type: m.Type, ID: m.ID, OK: true}, settings}))
+}
