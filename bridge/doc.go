@@ -7,8 +7,10 @@
 // servers, on top of the child package's supervision), never authenticates
 // anyone (a Gate decides who may open a socket), never
 // reads Jupyter configuration (a Catalog supplies the servers), and never
-// forwards a JSON-RPC method other than initialize, tools/list, tools/call and
-// notifications/cancelled to a tool server.
+// sends a tool server anything but the handshake (server/discover,
+// initialize, notifications/initialized), tools/list, tools/call,
+// notifications/cancelled and ping (and, at revision 2026-07-28, the
+// subscriptions/listen that carries list_changed).
 //
 // One file per concern:
 //
@@ -40,6 +42,8 @@
 //     progress in wire order); httptap.go is the Streamable HTTP side.
 //   - discover.go: revision 2026-07-28's server/discover, bounded, and the
 //     revision each server last agreed to.
+//   - probe.go: Bridge.Probe, a session's start and tools/list outside the
+//     pool, for doctor and check.
 //   - memory.go: the memory ceiling; credentials.go: an HTTP server's 401
 //     and 403; api.go: what callers supply and receive (ServerSpec,
 //     Catalog, Gate, Approvals).
