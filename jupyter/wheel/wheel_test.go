@@ -31,17 +31,36 @@ func buildTiny(t *testing.T, platform string) string {
 	return bin
 }
 
+// minMacOS is the minimum macOS (as a wheel tag writes it) that the go
+// command buildTiny runs declares in the binaries it links, by Go release
+// (its release notes): the tag must follow the binary.
+func minMacOS(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		t.Fatalf("go env GOVERSION: %v", err)
+	}
+	release := strings.Join(strings.SplitN(strings.TrimSpace(string(out)), ".", 3)[:2], ".")
+	known := map[string]string{"go1.26": "12_0", "go1.27": "13_0"}
+	v, ok := known[release]
+	if !ok {
+		t.Fatalf("%s: add the minimum macOS its release notes give to minMacOS", out)
+	}
+	return v
+}
+
 // TestTags: each platform's tag comes from the binary (macOS: the minimum
 // version Go's linker writes), and a binary for another platform, or one
 // linked dynamically, is refused.
 func TestTags(t *testing.T) {
+	macOS := minMacOS(t)
 	for _, tc := range []struct {
 		platform, built, want, refused string
 	}{
 		{"linux/amd64", "linux/amd64", "manylinux_2_17_x86_64.manylinux2014_x86_64.musllinux_1_1_x86_64", ""},
 		{"linux/arm64", "linux/arm64", "manylinux_2_17_aarch64.manylinux2014_aarch64.musllinux_1_1_aarch64", ""},
-		{"darwin/arm64", "darwin/arm64", "macosx_12_0_arm64", ""},
-		{"darwin/amd64", "darwin/amd64", "macosx_12_0_x86_64", ""},
+		{"darwin/arm64", "darwin/arm64", "macosx_" + macOS + "_arm64", ""},
+		{"darwin/amd64", "darwin/amd64", "macosx_" + macOS + "_x86_64", ""},
 		{"windows/amd64", "windows/amd64", "win_amd64", ""},
 		{"linux/arm64", "linux/amd64", "", "not linux/arm64"},
 		{"darwin/amd64", "linux/amd64", "", "not a macOS executable"},
