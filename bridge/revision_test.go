@@ -1,14 +1,17 @@
 package bridge_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -257,15 +260,74 @@ func TestInvalidHeaderDeclarationDropped(t *testing.T) {
 	}
 }
 
-// TestDiscoverSlowModernStart: a stdio server of 2026-07-28 only that
-// starts more slowly than Options.DiscoverTimeout (a first uvx download)
-// answers server/discover after the bound and refuses the fallback
-// initialize; the bridge does not lose it: it starts the server again and
-// waits for server/discover as long as InitTimeout allows, the page gets
-// the tools at 2026-07-28 and a call works. The next start of the same
-// server definition waits for server/discover at once: no initialize
-// reaches the server again.
+// TestDiscoverSlowModernStart: a server of 2026-07-28 only that is slower
+// than Options.DiscoverTimeout to answer server/discover the first time (a
+// stdio server on its first uvx download; a Streamable HTTP server that
+// starts cold, as a serverless or autoscaled lab service does) answers it
+// after the bound and refuses the fallback initialize; the bridge does not
+// lose it: it starts the server again and waits for server/discover as
+// long as InitTimeout allows, the page gets the tools at 2026-07-28 and a
+// call works. The next start of the same server definition waits for
+// server/discover at once: no initialize reaches the server again.
 func TestDiscoverSlowModernStart(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T) (bridge.ServerSpec, func() []string) // the server, and the methods it received so far
+	}{
+		{"stdio", slowModernStdio},
+		{"http", slowModernHTTP},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, received := tc.start(t)
+			ctx := testCtx(t, 60*time.Second)
+			h := newHarness(t, bridge.Options{DiscoverTimeout: 200 * time.Millisecond, InitTimeout: 30 * time.Second}, spec)
+			p := h.page(ctx)
+			for round := 1; round <= 2; round++ {
+				id := strconv.Itoa(round)
+				c := connect(t, ctx, p, "c"+id, spec)
+				if c.Str("protocolVersion") != "2026-07-28" || !strings.Contains(string(c.Fields["tools"]), `"name":"hello"`) ||
+					!strings.Contains(string(c.Fields["serverInfo"]), `"title":"Modern server"`) || string(c.Fields["instructions"]) != `"Say hello."` {
+					t.Fatalf("round %d: connect: %s", round, c.Raw)
+				}
+				r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": "h" + id, "server": spec.Name, "tool": "hello", "arguments": map[string]any{"name": "lab"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				mustOK(t, r)
+				d, _ := p.Request(ctx, map[string]any{"type": "tools:disconnect", "id": "d" + id, "server": spec.Name})
+				mustOK(t, d)
+				waitFor(t, 10*time.Second, "the session to stop", func() bool {
+					r, _ := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
+					return strings.Contains(string(r.Fields["servers"]), `"state":"stopped"`)
+				})
+				methods := received()
+				// Round 1: the first start sends server/discover (answered
+				// late) and initialize (refused); the second is spoken to in
+				// 2026-07-28. Round 2 adds one start that sends no
+				// initialize. (The server handles requests concurrently: the
+				// order received is not the order sent.)
+				count := func(m string) (n int) {
+					for _, x := range methods {
+						if x == m {
+							n++
+						}
+					}
+					return n
+				}
+				if n := count("initialize"); n != 1 {
+					t.Fatalf("round %d: the server received %v; want one initialize (refused, in the first start)", round, methods)
+				}
+				if n := count("server/discover"); n != round+1 {
+					t.Fatalf("round %d: the server received %v; want %d server/discover", round, methods, round+1)
+				}
+			}
+		})
+	}
+}
+
+// slowModernStdio is the go-sdk stdio server of 2026-07-28 only that reads
+// stdin 1.5 s after it started, as one that uvx first downloads does.
+func slowModernStdio(t *testing.T) (bridge.ServerSpec, func() []string) {
 	j := journal(t)
 	exe, err := os.Executable()
 	if err != nil {
@@ -274,52 +336,60 @@ func TestDiscoverSlowModernStart(t *testing.T) {
 	mode, _ := json.Marshal(bridge.ModernServerMode{StartDelayMs: 1500, Journal: j})
 	spec := bridge.ServerSpec{Name: "slow-modern", Transport: bridge.TransportStdio, Command: exe, Args: []string{"-test.run=^$"},
 		Env: map[string]string{bridge.ModernServerEnv: string(mode)}, Source: "test", Fingerprint: "sha256:slow-modern"}
-	ctx := testCtx(t, 60*time.Second)
-	h := newHarness(t, bridge.Options{DiscoverTimeout: 200 * time.Millisecond, InitTimeout: 30 * time.Second}, spec)
-	p := h.page(ctx)
-	for round := 1; round <= 2; round++ {
-		id := strconv.Itoa(round)
-		c := connect(t, ctx, p, "c"+id, spec)
-		if c.Str("protocolVersion") != "2026-07-28" || !strings.Contains(string(c.Fields["tools"]), `"name":"hello"`) ||
-			!strings.Contains(string(c.Fields["serverInfo"]), `"title":"Modern server"`) || string(c.Fields["instructions"]) != `"Say hello."` {
-			t.Fatalf("round %d: connect: %s", round, c.Raw)
-		}
-		r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": "h" + id, "server": spec.Name, "tool": "hello", "arguments": map[string]any{"name": "lab"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		mustOK(t, r)
-		d, _ := p.Request(ctx, map[string]any{"type": "tools:disconnect", "id": "d" + id, "server": spec.Name})
-		mustOK(t, d)
-		waitFor(t, 10*time.Second, "the session to stop", func() bool {
-			r, _ := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
-			return strings.Contains(string(r.Fields["servers"]), `"state":"stopped"`)
-		})
+	return spec, func() []string {
 		var methods []string
 		for _, line := range strings.Split(strings.TrimSpace(readFile(t, j)), "\n") {
 			var e struct{ Method string }
 			json.Unmarshal([]byte(line), &e)
 			methods = append(methods, e.Method)
 		}
-		// Round 1: the first process gets server/discover (answered late)
-		// and initialize (refused); the second is spoken to in 2026-07-28.
-		// Round 2 adds one process that gets no initialize. (The server
-		// handles requests concurrently: the journal's order is not the
-		// order sent.)
-		count := func(m string) (n int) {
-			for _, x := range methods {
-				if x == m {
-					n++
-				}
+		return methods
+	}
+}
+
+// slowModernHTTP is the same go-sdk server of 2026-07-28 only over
+// Streamable HTTP (stateless), starting cold: it answers its first
+// server/discover only once the bridge has stopped waiting for it, that
+// is once the fallback initialize has reached the server (or when the
+// bridge gives the request up).
+func slowModernHTTP(t *testing.T) (bridge.ServerSpec, func() []string) {
+	var mu sync.Mutex
+	var methods []string
+	warm := make(chan struct{})
+	var warmed sync.Once
+	server := bridge.NewModernTestServer(nil)
+	inner := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})
+	var discovers atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct{ Method string }
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			json.Unmarshal(body, &m)
+		}
+		if m.Method != "" {
+			mu.Lock()
+			methods = append(methods, m.Method)
+			mu.Unlock()
+		}
+		switch {
+		case m.Method == "initialize":
+			warmed.Do(func() { close(warm) })
+		case m.Method == "server/discover" && discovers.Add(1) == 1:
+			select {
+			case <-warm:
+			case <-r.Context().Done():
+				return
 			}
-			return n
 		}
-		if n := count("initialize"); n != 1 {
-			t.Fatalf("round %d: the server received %v; want one initialize (refused, in the first process)", round, methods)
-		}
-		if n := count("server/discover"); n != round+1 {
-			t.Fatalf("round %d: the server received %v; want %d server/discover", round, methods, round+1)
-		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	spec := bridge.ServerSpec{Name: "slow-modern", Transport: bridge.TransportHTTP, URL: srv.URL + "/mcp", Source: "test", Fingerprint: "sha256:slow-modern"}
+	return spec, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(methods)
 	}
 }
 
