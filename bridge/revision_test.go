@@ -83,11 +83,14 @@ func TestRevision20260728OptIn(t *testing.T) {
 	}
 }
 
-// TestDiscoverBounded: offered 2026-07-28, a server that leaves
-// server/discover unanswered (as servers that ignore unknown methods do)
-// is connected with 2025-11-25 after Options.DiscoverTimeout, not after
-// InitTimeout, over stdio and over HTTP; and the next start of the same
-// server definition offers 2025-11-25 at once, without server/discover.
+// TestDiscoverBounded: offered 2026-07-28, a server of 2025-11-25 that
+// leaves server/discover unanswered (as servers that ignore unknown
+// methods do) is connected with 2025-11-25 after Options.DiscoverTimeout,
+// not after InitTimeout, over stdio and over HTTP, and so is an HTTP server
+// that refuses it (method not found; the bridge's re-probe for slow
+// servers of 2026-07-28 only does not take either for one); and the next
+// start of the same server definition offers 2025-11-25 at once, without
+// server/discover.
 func TestDiscoverBounded(t *testing.T) {
 	replay, err := bridgetest.NewHTTPReplay(bridgetest.HTTPOptions{Name: "silent-http"})
 	if err != nil {
@@ -108,16 +111,23 @@ func TestDiscoverBounded(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	httpSpec := bridge.ServerSpec{Name: "silent-http", Transport: bridge.TransportHTTP, URL: srv.URL + "/mcp", Source: "test", Fingerprint: "sha256:silent"}
+	refusing, err := bridgetest.NewHTTPReplay(bridgetest.HTTPOptions{Name: "refusing-http"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusingSrv := httptest.NewServer(refusing)
+	t.Cleanup(refusingSrv.Close)
+	refusingSpec := bridge.ServerSpec{Name: "refusing-http", Transport: bridge.TransportHTTP, URL: refusingSrv.URL + "/mcp", Source: "test", Fingerprint: "sha256:refusing"}
 	j := journal(t)
 	stdioSpec := fakeServer(t, "silent-stdio", bridgetest.Mode{Journal: j, IgnoreUnknown: true})
 	ctx := testCtx(t, 60*time.Second)
-	h := newHarness(t, bridge.Options{ProtocolVersion: "2026-07-28", DiscoverTimeout: 300 * time.Millisecond, InitTimeout: 30 * time.Second}, httpSpec, stdioSpec)
+	h := newHarness(t, bridge.Options{ProtocolVersion: "2026-07-28", DiscoverTimeout: 300 * time.Millisecond, InitTimeout: 30 * time.Second}, httpSpec, stdioSpec, refusingSpec)
 	// Registered after the harness: runs before its leak check and before
 	// srv.Close, which waits for handlers.
 	t.Cleanup(func() { close(release) })
 	p := h.page(ctx)
 	for round := 1; round <= 2; round++ {
-		for _, spec := range []bridge.ServerSpec{stdioSpec, httpSpec} {
+		for _, spec := range []bridge.ServerSpec{stdioSpec, httpSpec, refusingSpec} {
 			start := time.Now()
 			c := connect(t, ctx, p, spec.Name+strconv.Itoa(round), spec)
 			if took := time.Since(start); c.Str("protocolVersion") != "2025-11-25" || took > 10*time.Second {
@@ -128,9 +138,9 @@ func TestDiscoverBounded(t *testing.T) {
 			d, _ := p.Request(ctx, map[string]any{"type": "tools:disconnect", "id": "d" + spec.Name + strconv.Itoa(round), "server": spec.Name})
 			mustOK(t, d)
 		}
-		waitFor(t, 10*time.Second, "both sessions to stop", func() bool {
+		waitFor(t, 10*time.Second, "the sessions to stop", func() bool {
 			r, _ := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
-			return strings.Count(string(r.Fields["servers"]), `"state":"stopped"`) == 2
+			return strings.Count(string(r.Fields["servers"]), `"state":"stopped"`) == 3
 		})
 	}
 	entries, err := bridgetest.ReadJournal(j)
@@ -152,6 +162,10 @@ func TestDiscoverBounded(t *testing.T) {
 	}
 	if n := discovers.Load(); n != 1 {
 		t.Fatalf("the HTTP server received %d server/discover; want 1 (the first start only)", n)
+	}
+	methods = refusing.Methods()
+	if count("server/discover") != 1 || count("initialize") != 2 || methods[0] != "server/discover" || methods[1] != "initialize" {
+		t.Fatalf("the refusing HTTP server received %v; want one server/discover (the first start only) and two initialize", methods)
 	}
 }
 
