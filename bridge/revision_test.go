@@ -292,6 +292,7 @@ func TestDiscoverSlowModernStart(t *testing.T) {
 		{"http", slowModernHTTP},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			leakCheck(t) // first: its servers' cleanups run before it
 			spec, received := tc.start(t)
 			ctx := testCtx(t, 60*time.Second)
 			h := newHarness(t, bridge.Options{DiscoverTimeout: 200 * time.Millisecond, InitTimeout: 30 * time.Second}, spec)
@@ -420,53 +421,107 @@ func readFile(t *testing.T, path string) string {
 // given no short bound on server/discover; when a start of it fails that
 // way (here the server behind the same definition became one of
 // 2025-11-25 that ignores server/discover), the page is told what
-// happened, and the next start probes again with the bound and falls back.
+// happened, and the next start probes again with the bound and falls back;
+// over stdio and over Streamable HTTP.
 func TestDiscoverReprobes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// servers returns the definition's modern and legacy forms (the
+		// same name and fingerprint) and what makes the server legacy.
+		servers func(t *testing.T) (modern, legacy bridge.ServerSpec, becomeLegacy func())
+	}{
+		{"stdio", changingStdio},
+		{"http", changingHTTP},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			leakCheck(t) // first: its servers' cleanups run before it
+			modern, legacy, becomeLegacy := tc.servers(t)
+			var current atomic.Pointer[bridge.ServerSpec]
+			current.Store(&modern)
+			ctx := testCtx(t, 60*time.Second)
+			h := newHarness(t, bridge.Options{DiscoverTimeout: 300 * time.Millisecond, InitTimeout: 5 * time.Second,
+				Catalog: bridge.CatalogFunc(func(context.Context) bridge.Snapshot {
+					return bridge.Snapshot{Servers: []bridge.ServerSpec{*current.Load()}}
+				})})
+			p := h.page(ctx)
+			stopped := func() {
+				waitFor(t, 10*time.Second, "the session to stop", func() bool {
+					r, _ := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
+					return !strings.Contains(string(r.Fields["servers"]), `"state":"connected"`) &&
+						!strings.Contains(string(r.Fields["servers"]), `"state":"starting"`)
+				})
+			}
+			c := connect(t, ctx, p, 1, modern)
+			if c.Str("protocolVersion") != "2026-07-28" {
+				t.Fatalf("connect: %s", c.Raw)
+			}
+			d, _ := p.Request(ctx, map[string]any{"type": "tools:disconnect", "id": 2, "server": modern.Name})
+			mustOK(t, d)
+			stopped()
+
+			current.Store(&legacy)
+			becomeLegacy()
+			r, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": 3, "server": modern.Name, "fingerprint": modern.Fingerprint, "confirmed": true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustErr(t, r, bridge.CodeServerFailed)
+			if !strings.Contains(r.Error.Message, "did not answer server/discover") || !strings.Contains(r.Error.Message, "probes for an older revision again") {
+				t.Fatalf("message: %q", r.Error.Message)
+			}
+			stopped()
+
+			c = connect(t, ctx, p, 4, legacy)
+			if c.Str("protocolVersion") != "2025-11-25" {
+				t.Fatalf("connect after the failed start: %s", c.Raw)
+			}
+		})
+	}
+}
+
+// changingStdio: the definition runs go-sdk's stdio server of 2026-07-28
+// only, then a bridgetest server of 2025-11-25 that ignores unknown
+// methods (say an unpinned uvx package).
+func changingStdio(t *testing.T) (modern, legacy bridge.ServerSpec, becomeLegacy func()) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	mode, _ := json.Marshal(bridge.ModernServerMode{})
-	modern := bridge.ServerSpec{Name: "changing", Transport: bridge.TransportStdio, Command: exe, Args: []string{"-test.run=^$"},
+	modern = bridge.ServerSpec{Name: "changing", Transport: bridge.TransportStdio, Command: exe, Args: []string{"-test.run=^$"},
 		Env: map[string]string{bridge.ModernServerEnv: string(mode)}, Source: "test", Fingerprint: "sha256:changing"}
-	legacy := fakeServer(t, "changing", bridgetest.Mode{IgnoreUnknown: true})
-	legacy.Fingerprint = modern.Fingerprint // the same definition, say an unpinned uvx package
-	var current atomic.Pointer[bridge.ServerSpec]
-	current.Store(&modern)
-	ctx := testCtx(t, 60*time.Second)
-	h := newHarness(t, bridge.Options{DiscoverTimeout: 300 * time.Millisecond, InitTimeout: 5 * time.Second,
-		Catalog: bridge.CatalogFunc(func(context.Context) bridge.Snapshot {
-			return bridge.Snapshot{Servers: []bridge.ServerSpec{*current.Load()}}
-		})})
-	p := h.page(ctx)
-	stopped := func() {
-		waitFor(t, 10*time.Second, "the session to stop", func() bool {
-			r, _ := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
-			return !strings.Contains(string(r.Fields["servers"]), `"state":"connected"`) &&
-				!strings.Contains(string(r.Fields["servers"]), `"state":"starting"`)
-		})
-	}
-	c := connect(t, ctx, p, 1, modern)
-	if c.Str("protocolVersion") != "2026-07-28" {
-		t.Fatalf("connect: %s", c.Raw)
-	}
-	d, _ := p.Request(ctx, map[string]any{"type": "tools:disconnect", "id": 2, "server": modern.Name})
-	mustOK(t, d)
-	stopped()
+	legacy = fakeServer(t, "changing", bridgetest.Mode{IgnoreUnknown: true})
+	legacy.Fingerprint = modern.Fingerprint
+	return modern, legacy, func() {}
+}
 
-	current.Store(&legacy)
-	r, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": 3, "server": modern.Name, "fingerprint": modern.Fingerprint, "confirmed": true})
+// changingHTTP: the definition's URL is served by go-sdk's server of
+// 2026-07-28 only, then by a server of 2025-11-25 that leaves
+// server/discover unanswered (say a lab service redeployed from an older
+// release).
+func changingHTTP(t *testing.T) (modern, legacy bridge.ServerSpec, becomeLegacy func()) {
+	replay, err := bridgetest.NewHTTPReplay(bridgetest.HTTPOptions{Name: "changing"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustErr(t, r, bridge.CodeServerFailed)
-	if !strings.Contains(r.Error.Message, "did not answer server/discover") || !strings.Contains(r.Error.Message, "probes for an older revision again") {
-		t.Fatalf("message: %q", r.Error.Message)
-	}
-	stopped()
-
-	c = connect(t, ctx, p, 4, legacy)
-	if c.Str("protocolVersion") != "2025-11-25" {
-		t.Fatalf("connect after the failed start: %s", c.Raw)
-	}
+	modernHandler := modernServer(t, "2026-07-28")
+	var old atomic.Bool
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case !old.Load():
+			modernHandler.ServeHTTP(w, r)
+		case r.Header.Get("Mcp-Method") == "server/discover":
+			select { // never answers
+			case <-r.Context().Done():
+			case <-release:
+			}
+		default:
+			replay.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // runs before srv.Close, which waits for handlers
+	modern = bridge.ServerSpec{Name: "changing", Transport: bridge.TransportHTTP, URL: srv.URL + "/mcp", Source: "test", Fingerprint: "sha256:changing"}
+	return modern, modern, func() { old.Store(true) }
 }
