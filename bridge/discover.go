@@ -18,15 +18,18 @@ import (
 // to initialize; but some servers ignore unknown methods, and go-sdk would
 // wait for the answer until InitTimeout. The bridge bounds that wait
 // (Options.DiscoverTimeout) by answering server/discover itself, as refused,
-// when the server has not, and remembers per server definition which
-// revision the server agreed to, so that the next start offers it at once.
+// when the server has not (over stdio discoverBound, over Streamable HTTP
+// tapRoundTripper.boundedDiscover), and remembers per server definition
+// which revision the server agreed to, so that the next start offers it at
+// once.
 //
-// The bound starts when server/discover is written, but a stdio server may
-// not read it for a long while: uvx or npx downloading it on its first
-// start. A server of 2026-07-28 only that starts that slowly answers
-// server/discover late (the answer is dropped) and then refuses the
-// fallback initialize. The revision says how to tell it from an older
-// server (versioning, "Backward Compatibility"): a recognized modern error
+// The bound starts when server/discover is written, but the server may not
+// answer it for a long while: a stdio server that uvx or npx downloads on
+// its first start, a Streamable HTTP server that starts cold (a serverless
+// or autoscaled lab service). A server of 2026-07-28 only that is that
+// slow answers server/discover late and then refuses the fallback
+// initialize. The revision says how to tell it from an older server
+// (versioning, "Backward Compatibility"): a recognized modern error
 // (UnsupportedProtocolVersionError naming the versions it speaks, which a
 // modern-only server should return to initialize) identifies a modern
 // server, and a client re-probes when its cached assumption about a
@@ -36,10 +39,15 @@ import (
 // connection) and this time waits for server/discover as long as
 // InitTimeout allows: a server definition known to speak 2026-07-28 gets
 // no shorter bound. If such a start fails, the bridge forgets what it knew,
-// and the next start probes with the bound again. (Starting the bound at
-// the server's first sign of life instead would not do: an older server
-// that ignores server/discover writes nothing to stdout before it is
-// initialized, and stderr says nothing reliable about readiness.)
+// and the next start probes with the bound again. One rule decides this for
+// both transports (connectFailed, on the start's discoverProbe). Over stdio
+// the late answer arrives on the connection and is dropped; over HTTP the
+// request is not cancelled at the bound but left to go on until the start
+// ends, so that its answer is seen if it comes by then. (Starting the bound
+// at the server's first sign of life instead would not do: an older stdio
+// server that ignores server/discover writes nothing to stdout before it is
+// initialized, stderr says nothing reliable about readiness, and an HTTP
+// server's first sign of life is its answer.)
 
 const methodDiscover = "server/discover"
 
