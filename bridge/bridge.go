@@ -75,9 +75,11 @@ type Options struct {
 	// (offered when ProtocolVersion is 2026-07-28 or later): a server that
 	// leaves it unanswered is treated as one that refused it, and go-sdk
 	// falls back to initialize. The wait starts when the request is
-	// written; a stdio server of 2026-07-28 only that answers it late and
-	// refuses initialize is started again without the bound (discover.go).
-	// If zero, 10s.
+	// written; a server of 2026-07-28 only (stdio or Streamable HTTP) that
+	// answers it late or refuses initialize naming that revision is
+	// started again without the bound, and a server definition known to
+	// speak it gets no bound until a start of it fails (discover.go).
+	// If zero, 10s; negative, no bound (InitTimeout).
 	DiscoverTimeout time.Duration
 
 	// StreamRetries bounds the resumption of a Streamable HTTP server's

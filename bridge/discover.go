@@ -18,15 +18,18 @@ import (
 // to initialize; but some servers ignore unknown methods, and go-sdk would
 // wait for the answer until InitTimeout. The bridge bounds that wait
 // (Options.DiscoverTimeout) by answering server/discover itself, as refused,
-// when the server has not, and remembers per server definition which
-// revision the server agreed to, so that the next start offers it at once.
+// when the server has not (over stdio discoverBound, over Streamable HTTP
+// tapRoundTripper.boundedDiscover), and remembers per server definition
+// which revision the server agreed to, so that the next start offers it at
+// once.
 //
-// The bound starts when server/discover is written, but a stdio server may
-// not read it for a long while: uvx or npx downloading it on its first
-// start. A server of 2026-07-28 only that starts that slowly answers
-// server/discover late (the answer is dropped) and then refuses the
-// fallback initialize. The revision says how to tell it from an older
-// server (versioning, "Backward Compatibility"): a recognized modern error
+// The bound starts when server/discover is written, but the server may not
+// answer it for a long while: a stdio server that uvx or npx downloads on
+// its first start, a Streamable HTTP server that starts cold (a serverless
+// or autoscaled lab service). A server of 2026-07-28 only that is that
+// slow answers server/discover late and then refuses the fallback
+// initialize. The revision says how to tell it from an older server
+// (versioning, "Backward Compatibility"): a recognized modern error
 // (UnsupportedProtocolVersionError naming the versions it speaks, which a
 // modern-only server should return to initialize) identifies a modern
 // server, and a client re-probes when its cached assumption about a
@@ -36,19 +39,63 @@ import (
 // connection) and this time waits for server/discover as long as
 // InitTimeout allows: a server definition known to speak 2026-07-28 gets
 // no shorter bound. If such a start fails, the bridge forgets what it knew,
-// and the next start probes with the bound again. (Starting the bound at
-// the server's first sign of life instead would not do: an older server
-// that ignores server/discover writes nothing to stdout before it is
-// initialized, and stderr says nothing reliable about readiness.)
+// and the next start probes with the bound again. One rule decides this for
+// both transports (connectFailed, on the start's discoverProbe). Over stdio
+// the late answer arrives on the connection and is dropped; over HTTP the
+// request is not cancelled at the bound but left to go on until the start
+// ends, so that its answer is seen if it comes by then. (Starting the bound
+// at the server's first sign of life instead would not do: an older stdio
+// server that ignores server/discover writes nothing to stdout before it is
+// initialized, stderr says nothing reliable about readiness, and an HTTP
+// server's first sign of life is its answer.)
 
 const methodDiscover = "server/discover"
 
+// discoverProbe is what one start learned about its server/discover: the
+// bound that applies (after; <= 0: none, InitTimeout bounds it), whether
+// the bound cut a server/discover short, and whether the server answered
+// it after all with a result. One rule reads it for both transports
+// (connectFailed): the stdio connection (discoverBound) and the Streamable
+// HTTP round tripper (tapRoundTripper.boundedDiscover) record into it.
+type discoverProbe struct {
+	after time.Duration
+	known bool // the server definition was known to speak 2026-07-28: no bound
+
+	mu   sync.Mutex
+	cut  bool // guarded by mu; the bound answered a server/discover
+	late bool // guarded by mu; then the server answered it after all, with a result
+}
+
+// bounded reports whether server/discover is bounded at all.
+func (p *discoverProbe) bounded() bool { return p != nil && p.after > 0 }
+
+func (p *discoverProbe) markCut() {
+	p.mu.Lock()
+	p.cut = true
+	p.mu.Unlock()
+}
+
+func (p *discoverProbe) markLate() {
+	p.mu.Lock()
+	p.late = true
+	p.mu.Unlock()
+}
+
+// answeredLate reports whether the bound answered a server/discover and
+// whether the server then answered it with a result: it speaks 2026-07-28
+// but was slow to start.
+func (p *discoverProbe) answeredLate() (cut, late bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cut, p.late
+}
+
 // discoverBound is a stdio connection whose server/discover is answered
 // "method not found" by the bridge after a bound, unless the server answers
-// first; the server's late answer is then dropped.
+// first; the server's late answer is then dropped (and recorded in probe).
 type discoverBound struct {
 	mcp.Connection
-	after time.Duration
+	probe *discoverProbe
 
 	start   sync.Once
 	msgs    chan readResult // from the pump
@@ -61,8 +108,6 @@ type discoverBound struct {
 	pending  bool        // guarded by mu
 	injected bool        // guarded by mu; the refusal was synthesized: drop the server's answer
 	timer    *time.Timer // guarded by mu
-	cut      bool        // guarded by mu; the bound answered a server/discover
-	late     bool        // guarded by mu; then the server answered it after all, with a result
 }
 
 type readResult struct {
@@ -70,20 +115,20 @@ type readResult struct {
 	err error
 }
 
-func newDiscoverBound(c mcp.Connection, after time.Duration) *discoverBound {
-	return &discoverBound{Connection: c, after: after, msgs: make(chan readResult), stop: make(chan struct{}),
+func newDiscoverBound(c mcp.Connection, probe *discoverProbe) *discoverBound {
+	return &discoverBound{Connection: c, probe: probe, msgs: make(chan readResult), stop: make(chan struct{}),
 		inject: make(chan jsonrpc.Message, 1)}
 }
 
 func (d *discoverBound) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == methodDiscover && req.IsCall() && d.after > 0 {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == methodDiscover && req.IsCall() && d.probe.bounded() {
 		d.mu.Lock()
 		d.id, d.pending, d.injected = req.ID, true, false
 		if d.timer != nil {
 			d.timer.Stop()
 		}
 		id := req.ID
-		d.timer = time.AfterFunc(d.after, func() { d.expire(id) })
+		d.timer = time.AfterFunc(d.probe.after, func() { d.expire(id) })
 		d.mu.Unlock()
 	}
 	return d.Connection.Write(ctx, msg)
@@ -95,9 +140,10 @@ func (d *discoverBound) expire(id jsonrpc.ID) {
 	if !d.pending || d.id != id {
 		return
 	}
-	d.pending, d.injected, d.cut = false, true, true
+	d.pending, d.injected = false, true
+	d.probe.markCut()
 	resp := &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: -32601,
-		Message: fmt.Sprintf("server/discover was not answered within %s", d.after)}}
+		Message: fmt.Sprintf("server/discover was not answered within %s", d.probe.after)}}
 	select {
 	case d.inject <- resp:
 	default:
@@ -157,19 +203,12 @@ func (d *discoverBound) answers(id jsonrpc.ID, result bool) (drop bool) {
 	}
 	if d.injected {
 		d.injected = false
-		d.late = d.late || result
+		if result {
+			d.probe.markLate()
+		}
 		return true
 	}
 	return false
-}
-
-// answeredLate reports whether the bound answered a server/discover and
-// the server then answered it with a result: it speaks 2026-07-28 but was
-// slow to start.
-func (d *discoverBound) answeredLate() (cut, late bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.cut, d.late
 }
 
 func (d *discoverBound) Close() error {
@@ -182,14 +221,12 @@ func (d *discoverBound) Close() error {
 	return d.Connection.Close()
 }
 
-// discoverBoundTransport wraps a stdio transport's connections; after <= 0
-// leaves server/discover unbounded (InitTimeout bounds it).
+// discoverBoundTransport wraps a stdio transport's connections in
+// discoverBound; a probe that is not bounded leaves server/discover
+// unbounded (InitTimeout bounds it).
 type discoverBoundTransport struct {
 	inner mcp.Transport
-	after time.Duration
-
-	mu   sync.Mutex
-	last *discoverBound // guarded by mu; the connection made
+	probe *discoverProbe
 }
 
 func (t *discoverBoundTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -197,44 +234,35 @@ func (t *discoverBoundTransport) Connect(ctx context.Context) (mcp.Connection, e
 	if err != nil || c == nil {
 		return c, err
 	}
-	d := newDiscoverBound(c, t.after)
-	t.mu.Lock()
-	t.last = d
-	t.mu.Unlock()
-	return d, nil
+	return newDiscoverBound(c, t.probe), nil
 }
 
 // errModernAfterBound marks a start to be made again: the server speaks
 // 2026-07-28 only, and the bound on server/discover made it look older.
 var errModernAfterBound = errors.New("the server speaks 2026-07-28 only and answered server/discover after the bound")
 
-// connectFailed looks at a failed start (stdio's t, nil for HTTP; err from
-// go-sdk's Connect) and returns the error to report. A server definition
-// that was known to speak 2026-07-28 is forgotten, so that the next start
-// probes again. If the bound cut server/discover short and the server has
-// since shown that it speaks 2026-07-28 only, it is remembered as such and
-// the error wraps errModernAfterBound.
-func (s *session) connectFailed(t *discoverBoundTransport, err error) error {
+// connectFailed looks at a failed start (its probe, of either transport;
+// err from go-sdk's Connect) and returns the error to report. A server
+// definition that was known to speak 2026-07-28 is forgotten, so that the
+// next start probes again. If the bound cut server/discover short and the
+// server has since shown that it speaks 2026-07-28 only (it answered
+// server/discover late, or refused initialize naming 2026-07-28), it is
+// remembered as such and the error wraps errModernAfterBound.
+func (s *session) connectFailed(p *discoverProbe, err error) error {
 	s.b.forgetModern(s.key)
-	if t == nil {
+	if p == nil {
 		return err
 	}
-	t.mu.Lock()
-	d := t.last
-	t.mu.Unlock()
-	if d == nil {
-		return err
-	}
-	if d.after <= 0 && errors.Is(err, context.DeadlineExceeded) {
+	if p.known && errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("did not answer server/discover within %s (it spoke 2026-07-28 when last started; "+
 			"the next start probes for an older revision again)", s.b.opts.InitTimeout)
 	}
-	cut, late := d.answeredLate()
+	cut, late := p.answeredLate()
 	if !cut || !(late || refusedAsModern(err)) {
 		return err
 	}
 	s.b.rememberVersion(s.key, protocolVersion20260728)
-	return fmt.Errorf("%w (after %s): %v", errModernAfterBound, d.after, err)
+	return fmt.Errorf("%w (after %s): %v", errModernAfterBound, p.after, err)
 }
 
 // refusedAsModern reports whether err is a recognized modern refusal:
@@ -278,16 +306,16 @@ func (s *session) start(ctx context.Context) (*startedConn, error) {
 	return s.startOnce(ctx)
 }
 
-// discoverTimeout is the bound on server/discover for a server definition:
-// none (InitTimeout) when it is known to speak 2026-07-28, else
-// Options.DiscoverTimeout.
-func (b *Bridge) discoverTimeout(key string) time.Duration {
+// newProbe returns the probe of one start of a server definition: no
+// bound on server/discover (InitTimeout) when it is known to speak
+// 2026-07-28, else Options.DiscoverTimeout.
+func (b *Bridge) newProbe(key string) *discoverProbe {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.spoken[key] >= protocolVersion20260728 {
-		return 0
+		return &discoverProbe{known: true}
 	}
-	return b.opts.DiscoverTimeout
+	return &discoverProbe{after: b.opts.DiscoverTimeout}
 }
 
 // forgetModern forgets that a server definition speaks 2026-07-28 (after a

@@ -40,8 +40,10 @@
 //     tools/list, tools/call upstream, its end.
 //   - tap.go, httptap.go: the raw tap under go-sdk (results byte for byte,
 //     progress in wire order); httptap.go is the Streamable HTTP side.
-//   - discover.go: revision 2026-07-28's server/discover, bounded, and the
-//     revision each server last agreed to.
+//   - discover.go: revision 2026-07-28's server/discover, bounded (the
+//     stdio side; httptap.go bounds it over HTTP), the one rule that starts
+//     a slow server of 2026-07-28 only again, and the revision each server
+//     last agreed to.
 //   - probe.go: Bridge.Probe, a session's start and tools/list outside the
 //     pool, for doctor and check.
 //   - memory.go: the memory ceiling; credentials.go: an HTTP server's 401

@@ -3,9 +3,7 @@ package bridge
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,10 +28,11 @@ type tapRoundTripper struct {
 	auth    *AuthWatch   // sees every answer's status
 	resume  *resumeWatch // counts the resumptions of cut event streams
 	log     *slog.Logger
-	// discoverTimeout bounds a server/discover: unanswered by then, it is
-	// answered "method not found" by the bridge (see discover.go).
-	discoverTimeout time.Duration
-	limit           int64 // the result limit: larger messages fail their call with stdio.CodeTooLarge
+	// probe bounds a server/discover: unanswered by then, it is answered
+	// "method not found" by the bridge, and what the server does with it
+	// afterwards is recorded there (see discover.go).
+	probe *discoverProbe
+	limit int64 // the result limit: larger messages fail their call with stdio.CodeTooLarge
 }
 
 func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -67,7 +66,7 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	resuming := req.Method == http.MethodGet && req.Header.Get("Last-Event-ID") != ""
 	var resp *http.Response
 	var err error
-	if method == methodDiscover && rt.discoverTimeout > 0 {
+	if method == methodDiscover && rt.probe.bounded() {
 		var refused bool
 		if resp, refused, err = rt.boundedDiscover(req, reqID); refused {
 			return resp, nil
@@ -119,36 +118,95 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 }
 
 // boundedDiscover sends a server/discover. When the server has not
-// answered within discoverTimeout, it answers "method not found" itself
+// answered within the probe's bound, it answers "method not found" itself
 // (refused true), so that go-sdk falls back to initialize instead of
-// waiting; otherwise it returns the server's answer, whose context ends
-// when go-sdk closes the body.
+// waiting; otherwise it returns the server's answer. The request is not
+// cancelled at the bound: it goes on under go-sdk's context (which ends
+// with the start), and if the server answers it after all with a result,
+// the probe records that the server speaks 2026-07-28 but was slow.
 func (rt *tapRoundTripper) boundedDiscover(req *http.Request, id json.RawMessage) (resp *http.Response, refused bool, err error) {
-	ctx, cancel := context.WithTimeout(req.Context(), rt.discoverTimeout)
-	resp, err = rt.base.RoundTrip(req.WithContext(ctx))
-	if err != nil {
-		cancel()
-		if req.Context().Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			body := []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"server/discover was not answered within %s"}}`, id, rt.discoverTimeout))
-			return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-				Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(body)),
-				ContentLength: int64(len(body)), Request: req}, true, nil
-		}
-		return nil, false, err
+	type answer struct {
+		resp *http.Response
+		err  error
 	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-	return resp, false, nil
+	answered := make(chan answer, 1)
+	go func() {
+		resp, err := rt.base.RoundTrip(req)
+		answered <- answer{resp, err}
+	}()
+	bound := time.NewTimer(rt.probe.after)
+	defer bound.Stop()
+	select {
+	case a := <-answered:
+		return a.resp, false, a.err
+	case <-bound.C:
+	}
+	rt.probe.markCut()
+	go func() {
+		a := <-answered
+		if a.err != nil {
+			return
+		}
+		defer a.resp.Body.Close()
+		if a.resp.StatusCode == http.StatusOK && answersWithResult(a.resp, id, rt.limit) {
+			rt.probe.markLate()
+		}
+	}()
+	body := []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"server/discover was not answered within %s"}}`, id, rt.probe.after))
+	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)), Request: req}, true, nil
 }
 
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (c *cancelOnClose) Close() error {
-	err := c.ReadCloser.Close()
-	c.cancel()
-	return err
+// answersWithResult reports whether a response body (JSON, or an event
+// stream, read up to limit bytes) holds the answer to the request id, and
+// that answer is a result rather than an error.
+func answersWithResult(resp *http.Response, id json.RawMessage, limit int64) bool {
+	want := rawIDKey(id)
+	isResult := func(msg []byte) (answer, result bool) {
+		var m struct {
+			ID     rawRef          `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(msg, &m) != nil || m.ID == nil || rawIDKey(m.ID) != want {
+			return false, false
+		}
+		return true, len(m.Result) > 0 && string(m.Result) != "null"
+	}
+	body := io.LimitReader(resp.Body, limit)
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch ct {
+	case "application/json":
+		b, err := io.ReadAll(body)
+		if err != nil {
+			return false
+		}
+		_, result := isResult(b)
+		return result
+	case "text/event-stream":
+		r := bufio.NewReader(body)
+		var data []byte
+		for {
+			line, err := readLine(r, limit)
+			if err != nil {
+				return false
+			}
+			if len(line) == 0 { // end of event
+				if answer, result := isResult(data); answer {
+					return result
+				}
+				data = data[:0]
+				continue
+			}
+			if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+				if len(data) > 0 {
+					data = append(data, '\n')
+				}
+				data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
+			}
+		}
+	}
+	return false
 }
 
 func errOrStatus(err error, resp *http.Response) string {

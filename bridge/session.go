@@ -346,7 +346,7 @@ func (r *recordingTransport) close() {
 // startOnce starts the server and initializes the session (see start).
 func (s *session) startOnce(ctx context.Context) (*startedConn, error) {
 	var inner mcp.Transport
-	var bound *discoverBoundTransport // stdio only
+	probe := s.b.newProbe(s.key)
 	sc := &startedConn{}
 	switch s.spec.Transport {
 	case TransportStdio:
@@ -366,8 +366,7 @@ func (s *session) startOnce(ctx context.Context) (*startedConn, error) {
 			Logger:            s.b.log.With("server", s.spec.Name),
 		})
 		sc.pipes = st
-		bound = &discoverBoundTransport{inner: st, after: s.b.discoverTimeout(s.key)}
-		inner = bound
+		inner = &discoverBoundTransport{inner: st, probe: probe}
 	case TransportHTTP:
 		u, err := url.Parse(s.spec.URL)
 		if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && LoopbackHost(u.Hostname()))) {
@@ -379,7 +378,7 @@ func (s *session) startOnce(ctx context.Context) (*startedConn, error) {
 		// default, so the bridge's "never" (-1) is passed as is.
 		inner = &mcp.StreamableClientTransport{
 			Endpoint:   s.spec.URL,
-			HTTPClient: s.b.httpClientFor(s.spec, s.tap, &s.auth, &s.resume),
+			HTTPClient: s.b.httpClientFor(s.spec, s.tap, &s.auth, &s.resume, probe),
 			MaxRetries: s.b.opts.StreamRetries,
 		}
 	default:
@@ -405,7 +404,7 @@ func (s *session) startOnce(ctx context.Context) (*startedConn, error) {
 	cs, err := client.Connect(initCtx, sc.rec, &mcp.ClientSessionOptions{ProtocolVersion: s.b.offeredVersion(s.key)})
 	s.tap.expectInit(nil)
 	if err != nil {
-		err = s.connectFailed(bound, err)
+		err = s.connectFailed(probe, err)
 		if sc.pipes != nil && !errors.Is(err, errModernAfterBound) {
 			if exit := sc.pipes.ExitError(); exit != nil && !exit.Stopped {
 				// The server exited on its own: say that (with its last
@@ -732,17 +731,18 @@ func (b *Bridge) childEnv(extra map[string]string) []string {
 	return child.Environ(base, b.opts.StripEnv, extra)
 }
 
-// httpClientFor returns the HTTP client for one Streamable HTTP server: the
-// entry's headers on every request, nothing of the page's request, no
-// cookies, no redirects, and the raw tap on response bodies.
-func (b *Bridge) httpClientFor(spec ServerSpec, t *tap, auth *AuthWatch, resume *resumeWatch) *http.Client {
+// httpClientFor returns the HTTP client for one start of a Streamable HTTP
+// server: the entry's headers on every request, nothing of the page's
+// request, no cookies, no redirects, the raw tap on response bodies, and
+// server/discover bounded as probe says.
+func (b *Bridge) httpClientFor(spec ServerSpec, t *tap, auth *AuthWatch, resume *resumeWatch, probe *discoverProbe) *http.Client {
 	base := b.opts.HTTPTransport
 	if base == nil {
 		base = http.DefaultTransport
 	}
 	return &http.Client{
 		Transport: &tapRoundTripper{base: base, headers: spec.Headers, tap: t, auth: auth, resume: resume, log: b.log.With("server", spec.Name),
-			discoverTimeout: b.opts.DiscoverTimeout, limit: b.opts.ResultLimit},
+			probe: probe, limit: b.opts.ResultLimit},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return fmt.Errorf("%s: the server answered with a redirect, which the bridge does not follow", spec.Name)
 		},
