@@ -220,7 +220,7 @@ func entryPoints() []byte {
 //     libraries), so it runs on any glibc or musl system with Go's minimum
 //     kernel: manylinux2014 (glibc 2.17) and musllinux_1_1.
 //   - macOS: the minimum macOS version the binary declares
-//     (LC_BUILD_VERSION; Go 1.26's linker writes 12.0).
+//     (LC_BUILD_VERSION; Go 1.26's linker writes 12.0, Go 1.27's 13.0).
 //   - Windows: win_amd64.
 func Tags(platform string, bin []byte) ([]string, error) {
 	goos, goarch, _ := strings.Cut(platform, "/")
