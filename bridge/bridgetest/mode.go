@@ -217,6 +217,15 @@ func ServeFromEnv() bool {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// A server that only waits to be killed (Deaf, or LingerAfterEOF after
+	// its stdin ended) blocks on channels alone; where pipes are not in the
+	// network poller (Windows) the runtime would call that a deadlock and
+	// exit with status 2. A sleeping goroutine keeps it waiting.
+	go func() {
+		for {
+			time.Sleep(time.Hour)
+		}
+	}()
 	err = serve(context.Background(), os.Stdin, os.Stdout, os.Stderr, mode, os.Exit)
 	var exit *ExitError
 	if errors.As(err, &exit) {
