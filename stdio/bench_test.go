@@ -4,6 +4,8 @@ import (
 	"context"
 	"os/exec"
 	"testing"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
 )
 
 // BenchmarkStartStop measures what supervision costs a server's start and
@@ -11,7 +13,7 @@ import (
 // Windows; stop by closing stdin) against a bare exec of the same server
 // stopped the same way, in the same run.
 func BenchmarkStartStop(b *testing.B) {
-	opts := serverOptions(b, "mcp")
+	opts := serverOptions(b, bridgetest.Mode{})
 	b.Run("exec (baseline)", func(b *testing.B) {
 		for b.Loop() {
 			cmd := exec.Command(opts.Command, opts.Args...)

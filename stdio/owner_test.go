@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,9 +16,9 @@ import (
 // that owns a transport whose server has a grandchild in its group and one
 // that left it: none of them may survive.
 func TestOwnerKilled(t *testing.T) {
-	pf := filepath.Join(t.TempDir(), "pids")
+	dir := t.TempDir()
 	cmd := exec.Command(testExe(t), "-test.run=^$")
-	cmd.Env = append(os.Environ(), testServerEnv+"=owner", testPidFileEnv+"="+pf)
+	cmd.Env = append(os.Environ(), ownerEnv+"="+dir)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -48,22 +47,13 @@ func TestOwnerKilled(t *testing.T) {
 		_ = cmd.Wait()
 		t.Fatalf("owner said %q", line)
 	}
-	b, err := os.ReadFile(pf)
+	pids, err := familyPids(dir)
 	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		t.Fatal(err)
 	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		p, err := strconv.Atoi(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pids = append(pids, p)
-	}
-	if len(pids) != 3 {
-		t.Fatalf("pid file %q", b)
-	}
-	for i, what := range []string{"server", "grandchild in the group", "grandchild that left it"} {
+	for i, what := range familyWhat {
 		if !childtest.Running(pids[i]) {
 			t.Fatalf("%s (%d) is not running before the owner is killed", what, pids[i])
 		}
@@ -74,9 +64,9 @@ func TestOwnerKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	childtest.WaitGone(t, "server", pids[0], false)
-	childtest.WaitGone(t, "grandchild in the group", pids[1], false)
-	childtest.WaitGone(t, "grandchild that left it", pids[2], false)
+	for i, what := range familyWhat {
+		childtest.WaitGone(t, what, pids[i], false)
+	}
 	// The keeper itself is re-parented to init, which may not reap it.
 	childtest.WaitGone(t, "keeper", pgid, true)
 }

@@ -3,6 +3,7 @@ package stdio
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,15 +33,19 @@ func testExe(t testing.TB) string {
 	return exe
 }
 
-// serverOptions runs the test binary as a server of mode, with extra env.
-func serverOptions(t testing.TB, mode string, env ...string) Options {
+// serverOptions runs the test binary as a bridgetest server of mode.
+func serverOptions(t testing.TB, mode bridgetest.Mode) Options {
 	return Options{
 		Name:    "lab-tools",
 		Command: testExe(t),
 		Args:    []string{"-test.run=^$"},
-		Env:     append(append(os.Environ(), testServerEnv+"="+mode), env...),
+		Env:     append(os.Environ(), mode.Env()),
 	}
 }
+
+// builtinTools are the names of bridgetest's built-in tools, in the order
+// its tools/list gives them.
+const builtinTools = "echo,slow,big,atoms,crash,fail,toolerror,listchanged"
 
 // syncBuffer is a log sink safe for concurrent use.
 type syncBuffer = bridgetest.Buffer
@@ -55,20 +60,39 @@ func connectClient(t *testing.T, ctx context.Context, tr mcp.Transport) *mcp.Cli
 	return cs
 }
 
-func callText(t *testing.T, ctx context.Context, cs *mcp.ClientSession, name string, args map[string]any) string {
+// echoText calls bridgetest's echo tool with {"text": text} and returns
+// the text the server echoed back (its structuredContent echo.text).
+func echoText(t *testing.T, ctx context.Context, cs *mcp.ClientSession, text string) string {
 	t.Helper()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	got, err := echoCall(ctx, cs, text)
 	if err != nil {
-		t.Fatalf("call %s: %v", name, err)
+		t.Fatal(err)
+	}
+	return got
+}
+
+// echoCall is echoText for any goroutine: it returns what fails.
+func echoCall(ctx context.Context, cs *mcp.ClientSession, text string) (string, error) {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
+	if err != nil {
+		return "", fmt.Errorf("call echo: %w", err)
 	}
 	if len(res.Content) != 1 {
-		t.Fatalf("call %s: %d content items", name, len(res.Content))
+		return "", fmt.Errorf("call echo: %d content items", len(res.Content))
 	}
-	tc, ok := res.Content[0].(*mcp.TextContent)
-	if !ok {
-		t.Fatalf("call %s: content %T", name, res.Content[0])
+	if _, ok := res.Content[0].(*mcp.TextContent); !ok {
+		return "", fmt.Errorf("call echo: content %T", res.Content[0])
 	}
-	return tc.Text
+	var sc struct {
+		Echo struct {
+			Text string `json:"text"`
+		} `json:"echo"`
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &sc); err != nil {
+		return "", fmt.Errorf("call echo: structuredContent %s: %w", b, err)
+	}
+	return sc.Echo.Text, nil
 }
 
 // assertGone fails unless no process pid exists (not even a zombie).
@@ -90,7 +114,8 @@ func TestStdioSession(t *testing.T) {
 		methods  []string
 		filtered int
 	)
-	opts := serverOptions(t, "mcp")
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	opts := serverOptions(t, bridgetest.Mode{PidFile: pidFile, Stderr: []string{"test server ready"}})
 	opts.OnOutgoing = func(msg jsonrpc.Message) {
 		if r, ok := msg.(*jsonrpc.Request); ok {
 			mu.Lock()
@@ -117,8 +142,8 @@ func TestStdioSession(t *testing.T) {
 	if pgid <= 0 || pid <= 0 {
 		t.Fatalf("pgid %d, pid %d", pgid, pid)
 	}
-	if got := callText(t, ctx, cs, "pid", nil); got != strconv.Itoa(pid) {
-		t.Errorf("the server says its pid is %s, the transport says %d", got, pid)
+	if got, err := readPid(pidFile); err != nil || got != pid {
+		t.Errorf("the server says its pid is %d (%v), the transport says %d", got, err, pid)
 	}
 	checkServerGroup(t, pid, pgid)
 	list, err := cs.ListTools(ctx, nil)
@@ -129,13 +154,13 @@ func TestStdioSession(t *testing.T) {
 	for _, tool := range list.Tools {
 		names = append(names, tool.Name)
 	}
-	if strings.Join(names, ",") != "echo,big,crash,pid" {
-		t.Errorf("tools = %v", names)
+	if strings.Join(names, ",") != builtinTools {
+		t.Errorf("tools = %v, want %s", names, builtinTools)
 	}
-	if got := callText(t, ctx, cs, "echo", map[string]any{"text": "hello"}); got != "hello" {
+	if got := echoText(t, ctx, cs, "hello"); got != "hello" {
 		t.Errorf("echo = %q", got)
 	}
-	if got := callText(t, ctx, cs, "echo", map[string]any{"text": "secret"}); got != "stub" {
+	if got := echoText(t, ctx, cs, "secret"); got != "stub" {
 		t.Errorf("FilterIncoming's substitute was not decoded: echo = %q", got)
 	}
 
@@ -145,12 +170,12 @@ func TestStdioSession(t *testing.T) {
 	for i := range 32 {
 		wg.Go(func() {
 			want := fmt.Sprintf("call %d", i)
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": want}})
+			got, err := echoCall(ctx, cs, want)
 			if err != nil {
 				errs <- err
 				return
 			}
-			if got := res.Content[0].(*mcp.TextContent).Text; got != want {
+			if got != want {
 				errs <- fmt.Errorf("got %q, want %q", got, want)
 			}
 		})
@@ -190,14 +215,19 @@ func TestStdioJunkOnStdout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var logs syncBuffer
-	opts := serverOptions(t, "mcp", testJunkEnv+"=1")
+	// Banners at start, and a log line after every message.
+	opts := serverOptions(t, bridgetest.Mode{
+		Banner: []string{"Starting lab-tools 1.2.3", "", "[1, 2, 3]", "{not json at all",
+			`{"jsonrpc":"1.0","id":99,"result":{}}`, `{"jsonrpc":"2.0"}`, "\x1b[32mready\x1b[0m\r"},
+		Junk: []string{"INFO handled a request"}, JunkEveryN: 1,
+	})
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	tr := NewTransport(opts)
 	cs := connectClient(t, ctx, tr)
 	defer cs.Close()
 	for i := range 3 {
 		want := "hi " + strconv.Itoa(i)
-		if got := callText(t, ctx, cs, "echo", map[string]any{"text": want}); got != want {
+		if got := echoText(t, ctx, cs, want); got != want {
 			t.Errorf("echo = %q", got)
 		}
 	}
@@ -223,38 +253,64 @@ func TestStdioJunkOnStdout(t *testing.T) {
 func TestStdioTooLarge(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	opts := serverOptions(t, "mcp")
+	// The id comes after the payload: the transport learns which call an
+	// oversized result answers only at its end.
+	opts := serverOptions(t, bridgetest.Mode{IDLast: true})
 	opts.MaxMessageBytes = 1 << 20
+	var (
+		mu         sync.Mutex
+		passed     []int // sizes of the big results FilterIncoming saw
+		passedPads []int // and the lengths of their padding
+	)
+	opts.FilterIncoming = func(raw []byte) []byte {
+		if _, pad, ok := bytes.Cut(raw, []byte(`"padding":"`)); ok {
+			mu.Lock()
+			passed = append(passed, len(raw))
+			passedPads = append(passedPads, bytes.IndexByte(pad, '"'))
+			mu.Unlock()
+		}
+		return raw
+	}
 	tr := NewTransport(opts)
 	cs := connectClient(t, ctx, tr)
 	defer cs.Close()
 
-	const size = 20 << 20
-	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "big", Arguments: map[string]any{"size": size}})
+	// big's response line (without its newline) is exactly bytes long.
+	const lineSize = 20 << 20
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "big", Arguments: map[string]any{"bytes": lineSize}})
 	var werr *jsonrpc.Error
 	if !errors.As(err, &werr) || werr.Code != CodeTooLarge {
 		t.Fatalf("big call: %v, want a JSON-RPC error %d", err, CodeTooLarge)
 	}
-	lineSize := size + len(`{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":""}]},"id":3}`)
 	wantMsg := fmt.Sprintf("result of %d bytes exceeds the limit of %d bytes", lineSize, 1<<20)
 	if werr.Message != wantMsg || string(werr.Data) != fmt.Sprintf(`{"limit":%d,"size":%d}`, 1<<20, lineSize) {
 		t.Errorf("error = %q %s, want %q", werr.Message, werr.Data, wantMsg)
 	}
 	// Only that call failed.
-	if got := callText(t, ctx, cs, "echo", map[string]any{"text": "after"}); got != "after" {
+	if got := echoText(t, ctx, cs, "after"); got != "after" {
 		t.Errorf("echo after the oversized result = %q", got)
 	}
-	// Just under the limit passes.
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "big", Arguments: map[string]any{"size": 1<<20 - 200}})
-	if err != nil || len(res.Content[0].(*mcp.TextContent).Text) != 1<<20-200 {
-		t.Errorf("a result under the limit: %v", err)
+	// Just under the limit passes, whole.
+	const under = 1<<20 - 200
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "big", Arguments: map[string]any{"bytes": under}})
+	if err != nil {
+		t.Fatalf("a result under the limit: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(passed) != 1 || passed[0] != under {
+		t.Fatalf("messages of %v bytes reached FilterIncoming, want the one of %d", passed, under)
+	}
+	padding, _ := res.StructuredContent.(map[string]any)["padding"].(string)
+	if len(padding) != passedPads[0] || strings.Trim(padding, "x") != "" {
+		t.Errorf("a result under the limit: %d bytes of padding decoded, the server sent %d", len(padding), passedPads[0])
 	}
 }
 
 func TestStdioServerCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	tr := NewTransport(serverOptions(t, "mcp"))
+	tr := NewTransport(serverOptions(t, bridgetest.Mode{}))
 	cs := connectClient(t, ctx, tr)
 	defer cs.Close()
 	pid := tr.Pid()
@@ -269,7 +325,7 @@ func TestStdioServerCrash(t *testing.T) {
 	if ee.Status != 3 || ee.Signal != "" || ee.Stopped || ee.Name != "lab-tools" {
 		t.Errorf("exit error %#v", ee)
 	}
-	if got, want := ee.Error(), "lab-tools exited with status 3: fatal: the tool crashed on purpose"; got != want {
+	if got, want := ee.Error(), "lab-tools exited with status 3: fatal: simulated crash"; got != want {
 		t.Errorf("error = %q, want %q", got, want)
 	}
 	if werr := cs.Wait(); !errors.As(werr, &ee) {
@@ -281,14 +337,14 @@ func TestStdioServerCrash(t *testing.T) {
 func TestStdioExitBeforeInitialize(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	tr := NewTransport(serverOptions(t, "exit-early"))
+	tr := NewTransport(serverOptions(t, bridgetest.Mode{Stderr: []string{"loading configuration"}, ExitBeforeInit: true}))
 	client := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil)
 	_, err := client.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	var ee *ExitError
 	if !errors.As(err, &ee) {
 		t.Fatalf("connect: %v, want an *ExitError", err)
 	}
-	if got, want := ee.Error(), "lab-tools exited with status 2: fatal: config file /nope/lab.toml not found"; got != want {
+	if got, want := ee.Error(), "lab-tools exited with status 2: bridgetest: fatal: simulated failure before initialize"; got != want {
 		t.Errorf("error = %q, want %q", got, want)
 	}
 	if len(ee.StderrTail) != 2 || ee.StderrTail[0] != "loading configuration" {
@@ -300,13 +356,13 @@ func TestStdioExitBeforeInitialize(t *testing.T) {
 func TestStdioStubbornServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	opts := serverOptions(t, "mcp", testStubbornEnv+"=1")
+	opts := serverOptions(t, bridgetest.Mode{IgnoreSIGTERM: true, LingerAfterEOF: true})
 	opts.TerminateDuration = 200 * time.Millisecond
 	opts.KillDuration = 300 * time.Millisecond
 	tr := NewTransport(opts)
 	cs := connectClient(t, ctx, tr)
 	server := tr.Pid()
-	if got := callText(t, ctx, cs, "echo", map[string]any{"text": "x"}); got != "x" {
+	if got := echoText(t, ctx, cs, "x"); got != "x" {
 		t.Errorf("echo = %q", got)
 	}
 	if err := cs.Close(); err != nil {
@@ -328,7 +384,10 @@ func TestStdioStderrFlood(t *testing.T) {
 		longest int
 		first   int
 	)
-	opts := serverOptions(t, "stderr-flood")
+	// 200 MB without a newline, a million short lines, a last line, and
+	// exit status 0.
+	opts := serverOptions(t, bridgetest.Mode{StderrLongLine: 200 << 20, StderrFloodLines: 1_000_000,
+		Stderr: []string{"flood done"}, ExitAfterStart: true})
 	opts.StderrTailBytes = 4096
 	opts.OnStderrLine = func(l string) {
 		if lines == 0 {
@@ -365,7 +424,7 @@ func TestStdioStderrFlood(t *testing.T) {
 }
 
 func TestStdioConnectOnce(t *testing.T) {
-	tr := NewTransport(serverOptions(t, "mcp"))
+	tr := NewTransport(serverOptions(t, bridgetest.Mode{}))
 	conn, err := tr.Connect(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -396,7 +455,7 @@ func TestStdioConnectOnce(t *testing.T) {
 // TestStdioCloseUnblocksWrite closes a connection while a Write is blocked
 // on a server that never reads.
 func TestStdioCloseUnblocksWrite(t *testing.T) {
-	opts := serverOptions(t, "deaf")
+	opts := serverOptions(t, bridgetest.Mode{Deaf: true})
 	opts.TerminateDuration = 100 * time.Millisecond
 	opts.KillDuration = 100 * time.Millisecond
 	tr := NewTransport(opts)
@@ -427,13 +486,13 @@ func TestStdioCloseUnblocksWrite(t *testing.T) {
 // The context given to Connect bounds the start only.
 func TestStdioConnectContextDoesNotLimitLife(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	tr := NewTransport(serverOptions(t, "mcp"))
+	tr := NewTransport(serverOptions(t, bridgetest.Mode{}))
 	cs := connectClient(t, ctx, tr)
 	defer cs.Close()
 	cancel()
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel2()
-	if got := callText(t, ctx2, cs, "echo", map[string]any{"text": "alive"}); got != "alive" {
+	if got := echoText(t, ctx2, cs, "alive"); got != "alive" {
 		t.Errorf("echo = %q", got)
 	}
 	if e, ok := child.Lookup(tr.Pid()); !ok || e.State == 'Z' {
@@ -477,36 +536,34 @@ func TestStdioSanitizeLine(t *testing.T) {
 // TestStdioDescendantsStopped closes a server that started one process in
 // its group and one that left it: Close returns with none of them left.
 func TestStdioDescendantsStopped(t *testing.T) {
-	pf := filepath.Join(t.TempDir(), "pids")
-	opts := serverOptions(t, "spawner", testPidFileEnv+"="+pf)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	opts := serverOptions(t, familyMode(dir))
 	opts.TerminateDuration = 200 * time.Millisecond
 	opts.KillDuration = 500 * time.Millisecond
 	tr := NewTransport(opts)
-	conn, err := tr.Connect(context.Background())
+	// The server writes its pid files before it reads anything: once it
+	// has answered initialize, they are there.
+	cs := connectClient(t, ctx, tr)
+	pids, err := familyPids(dir)
 	if err != nil {
+		cs.Close()
 		t.Fatal(err)
 	}
-	var pids []int
-	for deadline := time.Now().Add(20 * time.Second); len(pids) == 0; time.Sleep(10 * time.Millisecond) {
-		if b, err := os.ReadFile(pf); err == nil {
-			for _, f := range strings.Fields(string(b)) {
-				p, _ := strconv.Atoi(f)
-				pids = append(pids, p)
-			}
-		} else if time.Now().After(deadline) {
-			conn.Close()
-			t.Fatal("the spawner wrote no pid file")
+	if pids[0] != tr.Pid() {
+		t.Errorf("the server wrote pid %d, the transport says %d", pids[0], tr.Pid())
+	}
+	for i, what := range familyWhat {
+		if !childtest.Running(pids[i]) {
+			cs.Close()
+			t.Fatalf("%s (%d) is not running before Close", what, pids[i])
 		}
 	}
-	for _, p := range pids {
-		if !childtest.Running(p) {
-			t.Fatalf("pid %d of %v is not running before Close", p, pids)
-		}
-	}
-	if err := conn.Close(); err != nil {
+	if err := cs.Close(); err != nil {
 		t.Errorf("close: %v", err)
 	}
-	for i, what := range []string{"server", "sleeper in the group", "sleeper that left it"} {
+	for i, what := range familyWhat {
 		assertGone(t, what, pids[i])
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
 	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
@@ -60,11 +61,11 @@ func TestStdioGrandchildren(t *testing.T) {
 				Name:    "wrapped",
 				Command: "sh",
 				Args:    []string{"-c", tc.spawn + ` echo $! >"$PIDFILE"; exec "$TESTBIN" -test.run='^$'`},
-				Env: append(os.Environ(), testServerEnv+"=mcp", "PIDFILE="+pf, "TESTBIN="+testExe(t),
+				Env: append(os.Environ(), bridgetest.Mode{}.Env(), "PIDFILE="+pf, "TESTBIN="+testExe(t),
 					"PATH=/usr/local/bin:/usr/bin:/bin"),
 			})
 			cs := connectClient(t, ctx, tr)
-			if got := callText(t, ctx, cs, "echo", map[string]any{"text": "x"}); got != "x" {
+			if got := echoText(t, ctx, cs, "x"); got != "x" {
 				t.Errorf("echo = %q", got)
 			}
 			b, err := os.ReadFile(pf)
@@ -146,7 +147,7 @@ func TestStdioStartErrors(t *testing.T) {
 }
 
 func TestStdioKeeperPathNotAKeeper(t *testing.T) {
-	opts := serverOptions(t, "mcp")
+	opts := serverOptions(t, bridgetest.Mode{})
 	opts.KeeperPath = "/bin/true"
 	tr := NewTransport(opts)
 	conn, err := tr.Connect(context.Background())

@@ -14,8 +14,8 @@ import (
 // server. Its value is a Mode as JSON.
 const EnvVar = "BRIDGETEST_SERVER"
 
-// sleepEnv makes ServeFromEnv sleep forever: the grandchild of
-// Mode.SpawnGrandchild.
+// sleepEnv makes ServeFromEnv sleep forever: the grandchildren of
+// Mode.SpawnGrandchild and Mode.SpawnDetached.
 const sleepEnv = "BRIDGETEST_SLEEP"
 
 // Version is the serverInfo version the servers report (unless Mode.Version
@@ -47,22 +47,55 @@ type Mode struct {
 
 	// Banner lines are written to stdout before anything else, like a
 	// library that prints while importing. JunkEveryN > 0 writes one more
-	// junk line after every N messages, cycling through Banner (or
-	// DefaultJunk() when Banner is empty).
+	// junk line after every N messages, cycling through Junk (or Banner
+	// when Junk is empty, or DefaultJunk() when both are), like a server
+	// that logs to stdout as it works.
 	Banner     []string `json:"banner,omitempty"`
 	JunkEveryN int      `json:"junkEveryN,omitempty"`
+	Junk       []string `json:"junk,omitempty"`
+
+	// PidFile, when set, is a file to which the server writes its own pid
+	// (decimal, newline) first thing at start, before it reads anything;
+	// the file appears whole (written aside, then renamed). If empty, no
+	// file is written.
+	PidFile string `json:"pidFile,omitempty"`
+
+	// At start, before reading anything, the server writes to stderr, in
+	// this order: one line of StderrLongLine bytes ("eee…"), StderrFlood
+	// bytes of noise lines, StderrFloodLines numbered lines ("line 0",
+	// "line 1", …), then the Stderr lines. Each is skipped when zero or
+	// empty.
+	//
+	// StderrLongLine is a line far longer than any buffer, like a progress
+	// bar that never writes a newline. StderrFlood is a flood counted in
+	// bytes, streamed. StderrFloodLines is a flood counted in lines whose
+	// order a test can check. Stderr lines are a server's own words: a log
+	// of its start, or the last words before ExitBeforeInit's or
+	// ExitAfterStart's exit.
+	StderrLongLine   int64    `json:"stderrLongLine,omitempty"`
+	StderrFlood      int64    `json:"stderrFlood,omitempty"`
+	StderrFloodLines int      `json:"stderrFloodLines,omitempty"`
+	Stderr           []string `json:"stderr,omitempty"`
 
 	// ExitBeforeInit writes "bridgetest: fatal: simulated failure before
-	// initialize" to stderr and exits with status 2 before reading anything.
+	// initialize" to stderr and exits with status 2 before reading anything
+	// (after the pid file, the stderr output and the grandchildren above).
 	ExitBeforeInit bool `json:"exitBeforeInit,omitempty"`
+	// ExitAfterStart exits with status 0 after the start (the pid file, the
+	// stderr output, the grandchildren), without reading stdin or writing to
+	// stdout: a program that is no server, or a wrapper that prints and
+	// quits. ExitBeforeInit wins when both are set.
+	ExitAfterStart bool `json:"exitAfterStart,omitempty"`
+	// Deaf writes Banner and then never reads stdin: the server waits until
+	// it is killed (or Serve's context ends), and a client writing to it
+	// blocks once the pipe is full. If false, the server reads stdin until
+	// end of file.
+	Deaf bool `json:"deaf,omitempty"`
 	// HangInit never answers initialize (other requests are answered).
 	HangInit bool `json:"hangInit,omitempty"`
 	// IgnoreUnknown leaves requests for unknown methods (server/discover,
 	// say) unanswered instead of answering -32601, as some servers do.
 	IgnoreUnknown bool `json:"ignoreUnknown,omitempty"`
-	// StderrFlood writes this many bytes of noise lines to stderr at start,
-	// streamed, before serving.
-	StderrFlood int64 `json:"stderrFlood,omitempty"`
 	// IgnoreSIGTERM ignores SIGTERM for the whole process; meant for child
 	// processes only.
 	IgnoreSIGTERM bool `json:"ignoreSIGTERM,omitempty"`
@@ -71,12 +104,28 @@ type Mode struct {
 	// its client went away. With IgnoreSIGTERM only SIGKILL stops it.
 	LingerAfterEOF bool `json:"lingerAfterEOF,omitempty"`
 	// SpawnGrandchild starts a sleeping process (this binary) as a child in
-	// the server's process group and writes its pid (decimal, newline) to GrandchildPidFile. It is
-	// deliberately left running when the server ends: whoever stops the
-	// server's process group must stop it too. Tests should kill it by pid in
-	// their cleanup.
+	// the server's process group and writes its pid (decimal, newline) to
+	// GrandchildPidFile. It is deliberately left running when the server
+	// ends: whoever stops the server's process group must stop it too.
+	// Tests should kill it by pid in their cleanup.
 	SpawnGrandchild   bool   `json:"spawnGrandchild,omitempty"`
 	GrandchildPidFile string `json:"grandchildPidFile,omitempty"`
+	// SpawnDetached starts another sleeping process (this binary) that
+	// leaves the server's process group — a session of its own on Unix; on
+	// Windows a new process group without a console, still in any Job
+	// Object the server is in — and writes its pid to DetachedPidFile. It
+	// is left running too: killing the server's process group does not
+	// reach it, so whoever stops the server must find it another way (a
+	// subreaper, a Job Object). Tests should kill it by pid in their
+	// cleanup.
+	SpawnDetached   bool   `json:"spawnDetached,omitempty"`
+	DetachedPidFile string `json:"detachedPidFile,omitempty"`
+	// IDLast writes every response's id after its result or error
+	// ({"jsonrpc":"2.0","result":…,"id":1}), as encoders that keep their
+	// own key order do: a client must read a whole message, however large,
+	// before it knows which request it answers. If false, the id comes
+	// right after "jsonrpc".
+	IDLast bool `json:"idLast,omitempty"`
 	// PingAfterInit sends a ping request (id "bridgetest-ping") after
 	// notifications/initialized; the answer is journaled with Response set.
 	PingAfterInit bool `json:"pingAfterInit,omitempty"`
@@ -120,11 +169,14 @@ func ParseMode(spec string) (Mode, error) {
 	if err := dec.Decode(&m); err != nil {
 		return Mode{}, fmt.Errorf("bridgetest: decode %s: %w", EnvVar, err)
 	}
-	if m.PageSize < 0 || m.JunkEveryN < 0 || m.StderrFlood < 0 {
-		return Mode{}, fmt.Errorf("bridgetest: %s: pageSize, junkEveryN and stderrFlood must not be negative", EnvVar)
+	if m.PageSize < 0 || m.JunkEveryN < 0 || m.StderrFlood < 0 || m.StderrLongLine < 0 || m.StderrFloodLines < 0 {
+		return Mode{}, fmt.Errorf("bridgetest: %s: pageSize, junkEveryN, stderrLongLine, stderrFlood and stderrFloodLines must not be negative", EnvVar)
 	}
 	if m.SpawnGrandchild && m.GrandchildPidFile == "" {
 		return Mode{}, fmt.Errorf("bridgetest: %s: spawnGrandchild needs grandchildPidFile", EnvVar)
+	}
+	if m.SpawnDetached && m.DetachedPidFile == "" {
+		return Mode{}, fmt.Errorf("bridgetest: %s: spawnDetached needs detachedPidFile", EnvVar)
 	}
 	return m, nil
 }
@@ -151,7 +203,7 @@ func (e *ExitError) Error() string {
 //		os.Exit(m.Run())
 //	}
 func ServeFromEnv() bool {
-	if os.Getenv(sleepEnv) != "" { // a grandchild (Mode.SpawnGrandchild)
+	if os.Getenv(sleepEnv) != "" { // a grandchild (Mode.SpawnGrandchild, Mode.SpawnDetached)
 		for {
 			time.Sleep(time.Hour)
 		}
@@ -165,6 +217,15 @@ func ServeFromEnv() bool {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// A server that only waits to be killed (Deaf, or LingerAfterEOF after
+	// its stdin ended) blocks on channels alone; where pipes are not in the
+	// network poller (Windows) the runtime would call that a deadlock and
+	// exit with status 2. A sleeping goroutine keeps it waiting.
+	go func() {
+		for {
+			time.Sleep(time.Hour)
+		}
+	}()
 	err = serve(context.Background(), os.Stdin, os.Stdout, os.Stderr, mode, os.Exit)
 	var exit *ExitError
 	if errors.As(err, &exit) {

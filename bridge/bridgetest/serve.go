@@ -23,8 +23,9 @@ var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
 
 // Serve runs a stdio MCP server that behaves as mode says, reading
 // newline-delimited JSON-RPC from in and writing to out, until in reaches end
-// of file (unless mode.LingerAfterEOF), ctx ends, or a simulated exit (the
-// crash tool, ExitBeforeInit) returns an *ExitError. Noise goes to errw.
+// of file (unless mode.LingerAfterEOF; a mode.Deaf server never reads it),
+// ctx ends, or a simulated exit (the crash tool, ExitBeforeInit,
+// ExitAfterStart) returns an *ExitError. Noise goes to errw.
 //
 // It answers initialize, ping, tools/list (paginated by mode.PageSize) and
 // tools/call; handles notifications/initialized and notifications/cancelled;
@@ -89,13 +90,21 @@ func serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, mod
 	defer s.journal.close()
 	s.journal.start()
 
-	if mode.StderrFlood > 0 {
-		if err := flood(errw, mode.StderrFlood); err != nil {
-			return fmt.Errorf("stderr flood: %w", err)
+	if mode.PidFile != "" {
+		if err := writePidFile(mode.PidFile, os.Getpid()); err != nil {
+			return err
 		}
 	}
+	if err := startStderr(errw, mode); err != nil {
+		return fmt.Errorf("stderr at start: %w", err)
+	}
 	if mode.SpawnGrandchild {
-		if err := spawnGrandchild(mode.GrandchildPidFile); err != nil {
+		if err := spawnSleeper(mode.GrandchildPidFile, false); err != nil {
+			return err
+		}
+	}
+	if mode.SpawnDetached {
+		if err := spawnSleeper(mode.DetachedPidFile, true); err != nil {
 			return err
 		}
 	}
@@ -103,8 +112,14 @@ func serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, mod
 		fmt.Fprintln(errw, "bridgetest: fatal: simulated failure before initialize")
 		return s.simulateExit(2)
 	}
+	if mode.ExitAfterStart {
+		return s.simulateExit(0)
+	}
 
-	junk := mode.Banner
+	junk := mode.Junk
+	if len(junk) == 0 {
+		junk = mode.Banner
+	}
 	if len(junk) == 0 {
 		junk = DefaultJunk()
 	}
@@ -115,8 +130,11 @@ func serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, mod
 
 	sctx, cancel := context.WithCancel(ctx)
 	s.ctx = sctx
-	readDone := make(chan error, 1)
-	go func() { readDone <- s.readLoop(in) }() // ends when in reaches EOF or is closed
+	var readDone chan error // nil for a deaf server: that case never fires
+	if !mode.Deaf {
+		readDone = make(chan error, 1)
+		go func() { readDone <- s.readLoop(in) }() // ends when in reaches EOF or is closed
+	}
 
 	var result error
 	select {
@@ -197,6 +215,37 @@ func (s *server) triggerExit(code int) {
 	}
 }
 
+// startStderr writes what Mode says a server writes to stderr at start, in
+// the order Mode documents, buffered and flushed before it returns.
+func startStderr(errw io.Writer, mode Mode) error {
+	w := bufio.NewWriterSize(errw, 64*1024)
+	if mode.StderrLongLine > 0 {
+		chunk := bytes.Repeat([]byte("e"), 64*1024)
+		for n := mode.StderrLongLine; n > 0; n -= int64(len(chunk)) {
+			w.Write(chunk[:min(n, int64(len(chunk)))])
+		}
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if mode.StderrFlood > 0 {
+		if err := flood(errw, mode.StderrFlood); err != nil {
+			return err
+		}
+	}
+	var num []byte
+	for i := 0; i < mode.StderrFloodLines; i++ {
+		num = append(strconv.AppendInt(append(num[:0], "line "...), int64(i), 10), '\n')
+		w.Write(num)
+	}
+	for _, line := range mode.Stderr {
+		w.WriteString(line)
+		w.WriteByte('\n')
+	}
+	return w.Flush()
+}
+
 func flood(w io.Writer, n int64) error {
 	line := bytes.Repeat([]byte("noise "), 16)
 	line = append(line, '\n')
@@ -213,7 +262,21 @@ func flood(w io.Writer, n int64) error {
 	return nil
 }
 
-func spawnGrandchild(pidFile string) error {
+// writePidFile writes pid to path whole: aside first, then renamed, so that
+// a test polling for the file never reads half of it.
+func writePidFile(path string, pid int) error {
+	if err := os.WriteFile(path+".tmp", []byte(strconv.Itoa(pid)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write pid file: %w", err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return fmt.Errorf("write pid file: %w", err)
+	}
+	return nil
+}
+
+// spawnSleeper starts the grandchild of Mode.SpawnGrandchild, or with
+// detached that of Mode.SpawnDetached, and writes its pid to pidFile.
+func spawnSleeper(pidFile string, detached bool) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("spawn grandchild: %w", err)
@@ -227,11 +290,14 @@ func spawnGrandchild(pidFile string) error {
 		}
 	}
 	cmd.Env = append(cmd.Env, sleepEnv+"=1")
+	if detached {
+		detach(cmd)
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("spawn grandchild: %w", err)
 	}
-	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600); err != nil {
-		return fmt.Errorf("write grandchild pid: %w", err)
+	if err := writePidFile(pidFile, cmd.Process.Pid); err != nil {
+		return err
 	}
 	// Deliberately not waited for: see Mode.SpawnGrandchild.
 	return cmd.Process.Release()
@@ -390,7 +456,7 @@ func (s *server) handleLine(line []byte) {
 	var m incoming
 	if err := json.Unmarshal(line, &m); err != nil {
 		s.journal.add(JournalEntry{ParseError: true})
-		s.out.send([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}`))
+		s.replyError(json.RawMessage("null"), -32700, "parse error")
 		return
 	}
 	if m.Method == "" {
@@ -509,25 +575,42 @@ func (s *server) reply(id json.RawMessage, result any) {
 	s.replyRaw(id, rb)
 }
 
+// response writes one response line: the id, before or after the body as
+// Mode.IDLast says, and body, which writes `"result":…` or `"error":…`.
+func (s *server) response(id []byte, body func(w *bufio.Writer) error) error {
+	return s.out.message(func(w *bufio.Writer) error {
+		w.WriteString(`{"jsonrpc":"2.0",`)
+		if !s.mode.IDLast {
+			w.WriteString(`"id":`)
+			w.Write(id)
+			w.WriteByte(',')
+		}
+		if err := body(w); err != nil {
+			return err
+		}
+		if s.mode.IDLast {
+			w.WriteString(`,"id":`)
+			w.Write(id)
+		}
+		_, err := w.WriteString(`}`)
+		return err
+	})
+}
+
 // replyRaw sends a result given as JSON bytes, unchanged.
 func (s *server) replyRaw(id, result []byte) {
-	s.out.message(func(w *bufio.Writer) error {
-		w.WriteString(`{"jsonrpc":"2.0","id":`)
-		w.Write(id)
-		w.WriteString(`,"result":`)
-		w.Write(result)
-		_, err := w.WriteString(`}`)
+	s.response(id, func(w *bufio.Writer) error {
+		w.WriteString(`"result":`)
+		_, err := w.Write(result)
 		return err
 	})
 }
 
 func (s *server) replyError(id json.RawMessage, code int, msg string) {
 	mb, _ := json.Marshal(msg)
-	s.out.message(func(w *bufio.Writer) error {
-		w.WriteString(`{"jsonrpc":"2.0","id":`)
-		w.Write(id)
-		fmt.Fprintf(w, `,"error":{"code":%d,"message":%s}}`, code, mb)
-		return nil
+	s.response(id, func(w *bufio.Writer) error {
+		_, err := fmt.Fprintf(w, `"error":{"code":%d,"message":%s}`, code, mb)
+		return err
 	})
 }
 

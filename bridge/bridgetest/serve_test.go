@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -478,6 +481,91 @@ func TestBigExactSize(t *testing.T) {
 	}
 }
 
+// TestIDLast: with Mode.IDLast every response, a big one included, carries
+// its id after its result or error, and stays exactly as long.
+func TestIDLast(t *testing.T) {
+	p := startInProcess(t, Mode{IDLast: true})
+	c := newRaw(t, p.toServer, p.fromServer)
+	const size = 1 << 20
+	for id, req := range []string{
+		1: `"method":"initialize","params":{"protocolVersion":"2025-11-25"}`,
+		2: `"method":"tools/call","params":{"name":"echo","arguments":{"a":1}}`,
+		3: `"method":"nothing/here"`,
+		4: fmt.Sprintf(`"method":"tools/call","params":{"name":"big","arguments":{"bytes":%d}}`, size),
+	} {
+		if id == 0 {
+			continue
+		}
+		// One at a time: the pipes hold nothing, and a server answers
+		// initialize before it reads on.
+		c.send(`{"jsonrpc":"2.0","id":%d,%s}`, id, req)
+		line := c.line()
+		if !strings.HasSuffix(line, fmt.Sprintf(`,"id":%d}`, id)) || strings.Count(line, `"id":`) != 1 {
+			t.Errorf("answer %d: %.100s … %s, want the id last", id, line, line[max(0, len(line)-20):])
+		}
+		if !json.Valid([]byte(line)) {
+			t.Errorf("answer %d is not valid JSON", id)
+		}
+		if id == 4 && len(line) != size {
+			t.Errorf("big line of %d bytes with the id last, want %d", len(line), size)
+		}
+	}
+}
+
+// TestStart: what a server does at start, before reading anything — its pid
+// file, its stderr in the documented order — and ExitAfterStart's exit.
+func TestStart(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	c := startChild(t, Mode{PidFile: pidFile, StderrLongLine: 100000, StderrFlood: 97, StderrFloodLines: 3,
+		Stderr: []string{"last words"}, ExitAfterStart: true})
+	if code := exitCode(c.wait(t)); code != 0 {
+		t.Errorf("exit status %d, want 0", code)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(c.cmd.Process.Pid) {
+		t.Errorf("pid file %q (%v), want %d", b, err, c.cmd.Process.Pid)
+	}
+	want := strings.Repeat("e", 100000) + "\n" + strings.Repeat("noise ", 16) + "\nline 0\nline 1\nline 2\nlast words\n"
+	if got := c.stderr.String(); got != want {
+		t.Errorf("stderr of %d bytes, want %d; it ends %q", len(got), len(want), got[max(0, len(got)-150):])
+	}
+	if out, _ := io.ReadAll(c.stdout); len(out) != 0 {
+		t.Errorf("stdout %q, want nothing", out)
+	}
+}
+
+// TestDeaf: a deaf server writes its banner and then reads nothing: a
+// request and the end of its stdin go unnoticed (no answer, no journal
+// entry, no exit) until it is killed.
+func TestDeaf(t *testing.T) {
+	journal := filepath.Join(t.TempDir(), "journal")
+	c := startChild(t, Mode{Deaf: true, Banner: []string{"hello"}, Journal: journal})
+	if _, err := c.stdin.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	c.stdin.Close()
+	r := newRaw(t, nil, c.stdout)
+	if got := r.line(); got != "hello" {
+		t.Errorf("banner %q", got)
+	}
+	c.cmd.Process.Kill()
+	if code := exitCode(c.wait(t)); code != -1 {
+		t.Errorf("exit %v, want killed: a deaf server does not see its stdin end", c.err)
+	}
+	if rest, _ := io.ReadAll(r.r); len(rest) != 0 {
+		t.Errorf("a deaf server wrote %q after its banner", rest)
+	}
+	entries, err := ReadJournal(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Method != "" || e.ParseError || e.Response != nil {
+			t.Errorf("a deaf server journaled a message: %+v", e)
+		}
+	}
+}
+
 func TestParseError(t *testing.T) {
 	p := startInProcess(t, Mode{})
 	c := newRaw(t, p.toServer, p.fromServer)
@@ -497,6 +585,9 @@ func TestParseMode(t *testing.T) {
 		{`{"nme":"x"}`, true},
 		{`{"pageSize":-1}`, true},
 		{`{"spawnGrandchild":true}`, true},
+		{`{"spawnDetached":true}`, true},
+		{`{"stderrLongLine":-1}`, true},
+		{`{"stderrFloodLines":-1}`, true},
 		{`not json`, true},
 	}
 	for _, tt := range tests {

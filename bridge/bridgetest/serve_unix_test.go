@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestGrandchildAndSIGTERM(t *testing.T) {
@@ -51,5 +53,30 @@ func TestGrandchildAndSIGTERM(t *testing.T) {
 	}
 	if err := syscall.Kill(pid, 0); err != nil {
 		t.Errorf("the grandchild died with its parent (it must be left for the group kill): %v", err)
+	}
+}
+
+// TestDetachedGrandchild: Mode.SpawnDetached's grandchild runs in a session
+// of its own, out of the server's process group, and outlives the server.
+func TestDetachedGrandchild(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	c := startChild(t, Mode{SpawnDetached: true, DetachedPidFile: pidFile})
+	cs := connectSDK(t, c.stdout, c.stdin, nil)
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if sid, err := unix.Getsid(pid); err != nil || sid != pid {
+		t.Errorf("grandchild %d in session %d (%v), want a session of its own", pid, sid, err)
+	}
+	cs.Close()
+	c.wait(t)
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Errorf("the detached grandchild died with the server: %v", err)
 	}
 }

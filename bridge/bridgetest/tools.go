@@ -141,14 +141,12 @@ func (s *server) echo(c *callCtx) {
 		args = json.RawMessage(`{}`)
 	}
 	text, _ := json.Marshal("echo " + c.name + ": " + string(args))
-	s.out.message(func(w *bufio.Writer) error {
-		w.WriteString(`{"jsonrpc":"2.0","id":`)
-		w.Write(c.id)
-		w.WriteString(`,"result":{"content":[{"type":"text","text":`)
+	s.response(c.id, func(w *bufio.Writer) error {
+		w.WriteString(`"result":{"content":[{"type":"text","text":`)
 		w.Write(text)
 		w.WriteString(`}],"structuredContent":{"echo":`)
 		w.Write(args)
-		_, err := w.WriteString(`}}}`)
+		_, err := w.WriteString(`}}`)
 		return err
 	})
 }
@@ -211,16 +209,16 @@ func (s *server) big(c *callCtx) {
 	}
 	tag, _ := json.Marshal(a.Tag)
 	var prefix bytes.Buffer
-	prefix.WriteString(`{"jsonrpc":"2.0","id":`)
-	prefix.Write(c.id)
-	prefix.WriteString(`,"result":{"content":[{"type":"text","text":"big"}],"structuredContent":{"tag":`)
+	prefix.WriteString(`"result":{"content":[{"type":"text","text":"big"}],"structuredContent":{"tag":`)
 	prefix.Write(tag)
 	prefix.WriteString(`,"padding":"`)
-	const suffix = `"}}}`
-	pad := a.Bytes - int64(prefix.Len()) - int64(len(suffix))
-	pad = max(pad, 0)
+	const suffix = `"}}`
+	// The line is {"jsonrpc":"2.0", the id as "id":N, (before or after the
+	// result, the same length either way), prefix, padding, suffix and }.
+	overhead := len(`{"jsonrpc":"2.0",`) + len(`"id":,`) + len(c.id) + prefix.Len() + len(suffix) + len(`}`)
+	pad := max(a.Bytes-int64(overhead), 0)
 	chunk := bytes.Repeat([]byte("x"), bigChunk)
-	s.out.message(func(w *bufio.Writer) error {
+	s.response(c.id, func(w *bufio.Writer) error {
 		w.Write(prefix.Bytes())
 		for n := pad; n > 0; {
 			if c.ctx.Err() != nil {
@@ -260,7 +258,7 @@ func (s *server) atoms(c *callCtx) {
 	length := math.Cbrt(float64(max(a.N, 1)) * 10) // about water's number density
 	tag, _ := json.Marshal(a.Tag)
 	prov, _ := json.Marshal(map[string]any{"bridgetest": Version, "seed": a.Seed})
-	s.out.message(func(w *bufio.Writer) error {
+	s.response(c.id, func(w *bufio.Writer) error {
 		var num []byte
 		list := func(n int, item func(i int)) {
 			for i := 0; i < n; i++ {
@@ -270,9 +268,7 @@ func (s *server) atoms(c *callCtx) {
 				item(i)
 			}
 		}
-		w.WriteString(`{"jsonrpc":"2.0","id":`)
-		w.Write(c.id)
-		fmt.Fprintf(w, `,"result":{"content":[{"type":"text","text":"%d atoms of water."}],"structuredContent":{"contract":1,"name":"water-%d","tag":%s,"structure":{"elements":[`, a.N, a.N, tag)
+		fmt.Fprintf(w, `"result":{"content":[{"type":"text","text":"%d atoms of water."}],"structuredContent":{"contract":1,"name":"water-%d","tag":%s,"structure":{"elements":[`, a.N, a.N, tag)
 		list(a.N, func(i int) {
 			if i%3 == 0 {
 				w.WriteByte('8')
@@ -305,7 +301,7 @@ func (s *server) atoms(c *callCtx) {
 			w.Write(num)
 		})
 		l := strconv.FormatFloat(length, 'g', -1, 64)
-		fmt.Fprintf(w, `],"cell":[%s,0,0,0,%s,0,0,0,%s]},"warnings":[],"provenance":%s}}}`, l, l, l, prov)
+		fmt.Fprintf(w, `],"cell":[%s,0,0,0,%s,0,0,0,%s]},"warnings":[],"provenance":%s}}`, l, l, l, prov)
 		return nil
 	})
 }

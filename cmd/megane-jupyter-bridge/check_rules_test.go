@@ -14,24 +14,24 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/megane-labs/megane-jupyter-bridge/cmd/internal/checkkit"
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest/contractkit"
 )
 
-// init serves a checkkit tool server (or burns CPU as one's external
+// init serves a contractkit tool server (or burns CPU as one's external
 // program) when this binary is started as one, before TestMain; never in
 // the keeper, which TestMain runs.
 func init() {
 	if os.Getenv("MEGANE_BRIDGE_KEEPER") == "" {
-		checkkit.ServeFromEnv()
+		contractkit.ServeFromEnv()
 	}
 }
 
-// kitResult is the valid structuredContent of checkkit's cluster tool with
+// kitResult is the valid structuredContent of contractkit's cluster tool with
 // its sample arguments (count 3), after edit.
 func kitResult(t *testing.T, edit func(sc, st map[string]any)) json.RawMessage {
 	t.Helper()
 	var sc map[string]any
-	if err := json.Unmarshal([]byte(`{"contract": 1, "name": "argon-line", "warnings": [], "provenance": {"checkkit": "1", "seed": 7},
+	if err := json.Unmarshal([]byte(`{"contract": 1, "name": "argon-line", "warnings": [], "provenance": {"contractkit": "1", "seed": 7},
 		"structure": {"elements": [18, 18, 18], "positions": [0, 0, 0, 3, 0, 0, 6, 0, 0], "cell": null, "bonds": []}}`), &sc); err != nil {
 		t.Fatal(err)
 	}
@@ -40,10 +40,10 @@ func kitResult(t *testing.T, edit func(sc, st map[string]any)) json.RawMessage {
 	return b
 }
 
-// kitTool is checkkit's valid tool definition after edit.
+// kitTool is contractkit's valid tool definition after edit.
 func kitTool(t *testing.T, edit func(tool, meta, props map[string]any)) json.RawMessage {
 	t.Helper()
-	return mutateFrom(t, checkkit.ValidTool, edit)
+	return mutateFrom(t, contractkit.ValidTool, edit)
 }
 
 // deterministic makes the kit's tool deterministic (no seed, no second
@@ -55,15 +55,15 @@ func deterministic(_, m, p map[string]any) {
 	delete(p, "seed")
 }
 
-// runKitCheck runs check --json on a checkkit server serving spec.
-func runKitCheck(t *testing.T, spec checkkit.Spec, flags ...string) ([]finding, error) {
+// runKitCheck runs check --json on a contractkit server serving spec.
+func runKitCheck(t *testing.T, spec contractkit.Spec, flags ...string) ([]finding, error) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(checkkit.EnvVar, strings.TrimPrefix(spec.Env(), checkkit.EnvVar+"="))
-	args := append(append([]string{"check", "--json"}, flags...), "--", exe, "checkkit")
+	t.Setenv(contractkit.EnvVar, strings.TrimPrefix(spec.Env(), contractkit.EnvVar+"="))
+	args := append(append([]string{"check", "--json"}, flags...), "--", exe, "contractkit")
 	out, _, err := runCLI(t, args...)
 	var got []finding
 	if jerr := json.Unmarshal([]byte(out), &got); jerr != nil {
@@ -78,20 +78,20 @@ func runKitCheck(t *testing.T, spec checkkit.Spec, flags ...string) ([]finding, 
 func TestCheckRules(t *testing.T) {
 	type rule struct {
 		name  string
-		spec  func(t *testing.T) checkkit.Spec
+		spec  func(t *testing.T) contractkit.Spec
 		flags []string
 		level string // of the finding wanted
 		sect  string
 		want  string // in its message
 	}
-	tool := func(edit func(tool, meta, props map[string]any)) func(t *testing.T) checkkit.Spec {
-		return func(t *testing.T) checkkit.Spec { return checkkit.Spec{Tool: kitTool(t, edit)} }
+	tool := func(edit func(tool, meta, props map[string]any)) func(t *testing.T) contractkit.Spec {
+		return func(t *testing.T) contractkit.Spec { return contractkit.Spec{Tool: kitTool(t, edit)} }
 	}
-	result := func(edit func(sc, st map[string]any)) func(t *testing.T) checkkit.Spec {
-		return func(t *testing.T) checkkit.Spec { return checkkit.Spec{Result: kitResult(t, edit)} }
+	result := func(edit func(sc, st map[string]any)) func(t *testing.T) contractkit.Spec {
+		return func(t *testing.T) contractkit.Spec { return contractkit.Spec{Result: kitResult(t, edit)} }
 	}
-	slow := func(s checkkit.Spec, edit func(tool, meta, props map[string]any)) func(t *testing.T) checkkit.Spec {
-		return func(t *testing.T) checkkit.Spec {
+	slow := func(s contractkit.Spec, edit func(tool, meta, props map[string]any)) func(t *testing.T) contractkit.Spec {
+		return func(t *testing.T) contractkit.Spec {
 			s.Tool = kitTool(t, func(tl, m, p map[string]any) {
 				deterministic(tl, m, p)
 				if edit != nil {
@@ -101,8 +101,8 @@ func TestCheckRules(t *testing.T) {
 			return s
 		}
 	}
-	fault := func(f string) func(t *testing.T) checkkit.Spec {
-		return func(t *testing.T) checkkit.Spec { return checkkit.Spec{Fault: f} }
+	fault := func(f string) func(t *testing.T) contractkit.Spec {
+		return func(t *testing.T) contractkit.Spec { return contractkit.Spec{Fault: f} }
 	}
 	insertTool := func(tl, m, p map[string]any) {
 		m["apply"], m["document"], m["category"] = "insert", "required", "solvation"
@@ -149,7 +149,7 @@ func TestCheckRules(t *testing.T) {
 		{name: "result outside its own outputSchema", spec: tool(func(tl, _, _ map[string]any) {
 			tl["outputSchema"].(map[string]any)["required"] = []any{"contract", "structure", "label"}
 		}), level: "fail", sect: "§5", want: "structuredContent does not validate against the tool's own outputSchema"},
-		{name: "no text summary", spec: func(t *testing.T) checkkit.Spec { return checkkit.Spec{NoSummary: true} }, level: "warn", sect: "§5", want: "no text summary"},
+		{name: "no text summary", spec: func(t *testing.T) contractkit.Spec { return contractkit.Spec{NoSummary: true} }, level: "warn", sect: "§5", want: "no text summary"},
 		{name: "result of another contract", spec: result(func(sc, _ map[string]any) { sc["contract"] = 2 }), level: "fail", sect: "§5", want: "structuredContent.contract is 2"},
 		{name: "no provenance", spec: result(func(sc, _ map[string]any) { delete(sc, "provenance") }), level: "warn", sect: "§7", want: "no provenance"},
 		{name: "no structure", spec: result(func(sc, _ map[string]any) { delete(sc, "structure") }), level: "fail", sect: "§5", want: "no structure object"},
@@ -166,28 +166,28 @@ func TestCheckRules(t *testing.T) {
 			level: "fail", sect: "§5.1", want: "residueNames has 2 entries for 3 atoms"},
 		{name: "cell of 3 numbers", spec: result(func(_, st map[string]any) { st["cell"] = []any{1, 1, 1} }), level: "fail", sect: "§5.1", want: "cell has 3 numbers, not 9"},
 		{name: "no bonds", spec: result(func(_, st map[string]any) { delete(st, "bonds") }), level: "fail", sect: "§5", want: "bonds is missing"},
-		{name: "insert result that repeats the document", spec: func(t *testing.T) checkkit.Spec {
-			return checkkit.Spec{Fault: checkkit.EchoDocument, Tool: kitTool(t, insertTool)}
+		{name: "insert result that repeats the document", spec: func(t *testing.T) contractkit.Spec {
+			return contractkit.Spec{Fault: contractkit.EchoDocument, Tool: kitTool(t, insertTool)}
 		}, level: "fail", sect: "§5.2", want: "an insert result repeats the document's atoms"},
 		// §6 execution
-		{name: "another structure for the same seed", spec: fault(checkkit.IgnoreSeed), level: "fail", sect: "§4.4", want: "the same arguments and seed gave another structure"},
-		{name: "missing arguments accepted", spec: fault(checkkit.AcceptMissing), level: "fail", sect: "§6", want: "a call without its required arguments succeeded"},
-		{name: "missing arguments refused by JSON-RPC", spec: fault(checkkit.ProtocolErrorMissing), level: "warn", sect: "§6", want: "got a JSON-RPC error, not a tool error"},
-		{name: "refusal of two lines", spec: fault(checkkit.MultilineMissing), level: "warn", sect: "§6", want: "is not one line"},
-		{name: "stdout noise", spec: fault(checkkit.StdoutNoise), level: "fail", sect: "§6", want: `line(s) on stdout that are not MCP messages, the first "Loading RDKit..."`},
-		{name: "cancel honoured", spec: slow(checkkit.Spec{WorkMs: 1500, Progress: true}, nil), level: "ok", sect: "§6", want: "cancelled after 1s: the work stopped"},
-		{name: "work goes on after a cancel", spec: slow(checkkit.Spec{Fault: checkkit.BusyAfterCancel, WorkMs: 4000}, nil),
+		{name: "another structure for the same seed", spec: fault(contractkit.IgnoreSeed), level: "fail", sect: "§4.4", want: "the same arguments and seed gave another structure"},
+		{name: "missing arguments accepted", spec: fault(contractkit.AcceptMissing), level: "fail", sect: "§6", want: "a call without its required arguments succeeded"},
+		{name: "missing arguments refused by JSON-RPC", spec: fault(contractkit.ProtocolErrorMissing), level: "warn", sect: "§6", want: "got a JSON-RPC error, not a tool error"},
+		{name: "refusal of two lines", spec: fault(contractkit.MultilineMissing), level: "warn", sect: "§6", want: "is not one line"},
+		{name: "stdout noise", spec: fault(contractkit.StdoutNoise), level: "fail", sect: "§6", want: `line(s) on stdout that are not MCP messages, the first "Loading RDKit..."`},
+		{name: "cancel honoured", spec: slow(contractkit.Spec{WorkMs: 1500, Progress: true}, nil), level: "ok", sect: "§6", want: "cancelled after 1s: the work stopped"},
+		{name: "work goes on after a cancel", spec: slow(contractkit.Spec{Fault: contractkit.BusyAfterCancel, WorkMs: 4000}, nil),
 			level: "fail", sect: "§6", want: "still working after a cancel"},
-		{name: "a program started goes on after a cancel", spec: slow(checkkit.Spec{Fault: checkkit.ChildAfterCancel, WorkMs: 4000}, nil),
+		{name: "a program started goes on after a cancel", spec: slow(contractkit.Spec{Fault: contractkit.ChildAfterCancel, WorkMs: 4000}, nil),
 			level: "fail", sect: "§6", want: "still working after a cancel"},
-		{name: "no progress", spec: slow(checkkit.Spec{WorkMs: 2500}, nil), level: "warn", sect: "§6", want: "sent no progress notification"},
-		{name: "longer than expectedSeconds", spec: slow(checkkit.Spec{WorkMs: 2500, Progress: true}, func(_, m, _ map[string]any) { m["expectedSeconds"] = 1 }),
+		{name: "no progress", spec: slow(contractkit.Spec{WorkMs: 2500}, nil), level: "warn", sect: "§6", want: "sent no progress notification"},
+		{name: "longer than expectedSeconds", spec: slow(contractkit.Spec{WorkMs: 2500, Progress: true}, func(_, m, _ map[string]any) { m["expectedSeconds"] = 1 }),
 			level: "warn", sect: "§6", want: "over 2 × expectedSeconds (1 s)"},
-		{name: "long call without expectedSeconds", spec: slow(checkkit.Spec{WorkMs: 2500, Progress: true}, func(_, m, _ map[string]any) { delete(m, "expectedSeconds") }),
+		{name: "long call without expectedSeconds", spec: slow(contractkit.Spec{WorkMs: 2500, Progress: true}, func(_, m, _ map[string]any) { delete(m, "expectedSeconds") }),
 			level: "warn", sect: "§6", want: "has no expectedSeconds"},
 		// --timeout also bounds the server's start: 10 s leaves a loaded
 		// machine room to start the (race-enabled) test server.
-		{name: "call longer than --timeout", spec: slow(checkkit.Spec{WorkMs: 30000, Progress: true}, nil), flags: []string{"--timeout", "10s"},
+		{name: "call longer than --timeout", spec: slow(contractkit.Spec{WorkMs: 30000, Progress: true}, nil), flags: []string{"--timeout", "10s"},
 			level: "warn", sect: "§6", want: "did not finish within --timeout 10s"},
 	}
 	_, cpuErr := treeCPU(selfTree{})
@@ -224,7 +224,7 @@ func TestCheckRules(t *testing.T) {
 // fail, no warning, and the text report names the tool as keeping the
 // contract.
 func TestCheckValidKitServer(t *testing.T) {
-	got, err := runKitCheck(t, checkkit.Spec{})
+	got, err := runKitCheck(t, contractkit.Spec{})
 	for _, f := range got {
 		if f.Level != "ok" {
 			t.Errorf("%s", f)
@@ -234,7 +234,7 @@ func TestCheckValidKitServer(t *testing.T) {
 		t.Errorf("exit error %v", err)
 	}
 	exe, _ := os.Executable()
-	out, _, _ := runCLI(t, "check", "--", exe, "checkkit")
+	out, _, _ := runCLI(t, "check", "--", exe, "contractkit")
 	if !strings.Contains(out, "ok: cluster: keeps the contract (new_document, \"bulk\")\n") {
 		t.Errorf("no line for the tool:\n%s", out)
 	}
@@ -244,12 +244,12 @@ func TestCheckValidKitServer(t *testing.T) {
 // wrong and the section, as the issue's example does.
 func TestCheckFindingLine(t *testing.T) {
 	exe, _ := os.Executable()
-	t.Setenv(checkkit.EnvVar, strings.TrimPrefix(checkkit.Spec{Tool: kitTool(t, func(tl, _, p map[string]any) {
+	t.Setenv(contractkit.EnvVar, strings.TrimPrefix(contractkit.Spec{Tool: kitTool(t, func(tl, _, p map[string]any) {
 		tl["name"] = "bad_box"
 		delete(p, "seed")
 		tl["inputSchema"].(map[string]any)["required"] = []any{"count"}
-	})}.Env(), checkkit.EnvVar+"="))
-	out, _, err := runCLI(t, "check", "--", exe, "checkkit")
+	})}.Env(), contractkit.EnvVar+"="))
+	out, _, err := runCLI(t, "check", "--", exe, "contractkit")
 	if err == nil || !strings.Contains(out, "\nfail: bad_box: stochastic tool has no seed input (§4.4)\n") {
 		t.Fatalf("exit error %v, output:\n%s", err, out)
 	}
@@ -332,8 +332,8 @@ func TestCheckReferenceResult(t *testing.T) {
 // cancelled call's CPU cannot be measured there, which check says as a
 // warning, and stdout is not a question.
 func TestCheckHTTPServer(t *testing.T) {
-	spec := checkkit.Spec{WorkMs: 1500, Progress: true, Tool: kitTool(t, deterministic)}
-	srv, err := checkkit.NewServer(spec, io.Discard)
+	spec := contractkit.Spec{WorkMs: 1500, Progress: true, Tool: kitTool(t, deterministic)}
+	srv, err := contractkit.NewServer(spec, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

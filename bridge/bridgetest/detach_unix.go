@@ -1,11 +1,12 @@
 //go:build unix
 
-package stdio
+package bridgetest
 
 import (
 	"os/exec"
 	"syscall"
 )
 
-// detach makes cmd leave its parent's process group: a session of its own.
+// detach makes cmd leave the server's process group: a session of its own
+// (Mode.SpawnDetached).
 func detach(cmd *exec.Cmd) { cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} }

@@ -1,10 +1,16 @@
-// Package checkkit is a Builder tool server built to break one rule of the
-// Builder Tool Contract at a time, for the tests of `megane-jupyter-bridge
-// check`: a test binary serves it when started with EnvVar set (see
-// ServeFromEnv), with the tool definition, the result and the misbehaviour
-// the test chose. With an empty Spec it keeps every rule. It is never part
-// of the bridge's binary and never reads anything but its Spec.
-package checkkit
+// Package contractkit is the part of the fake server kit (bridgetest) that
+// breaks the Builder Tool Contract rather than the protocol: a Builder tool
+// server built to break one rule of the contract at a time, for the tests of
+// `megane-jupyter-bridge check`. A test binary serves it when started with
+// EnvVar set (see ServeFromEnv), with the tool definition, the result and
+// the misbehaviour the test chose. With an empty Spec it keeps every rule.
+//
+// Unlike bridgetest's Serve it is built on the go-sdk's server: its faults
+// are in what a well-formed server says (schemas, results, cancellation,
+// timing), so the protocol is left to the SDK, and bridgetest itself keeps
+// every byte it writes under its own control and never imports it. It is
+// never part of the bridge's binary and never reads anything but its Spec.
+package contractkit
 
 import (
 	"context"
@@ -24,11 +30,11 @@ import (
 )
 
 // EnvVar holds the JSON Spec of the server a re-executed test binary serves.
-const EnvVar = "MEGANE_CHECKKIT_SERVER"
+const EnvVar = "MEGANE_CONTRACTKIT_SERVER"
 
 // burnEnv makes a re-executed test binary use one CPU for the duration it
 // holds (a Go duration) and exit: the external program of a tool.
-const burnEnv = "MEGANE_CHECKKIT_BURN"
+const burnEnv = "MEGANE_CONTRACTKIT_BURN"
 
 // Faults: what the server does wrong, one rule each.
 const (
@@ -117,11 +123,11 @@ func ServeFromEnv() {
 	}
 	var spec Spec
 	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
-		fmt.Fprintln(os.Stderr, "checkkit:", err)
+		fmt.Fprintln(os.Stderr, "contractkit:", err)
 		os.Exit(1)
 	}
 	if err := Serve(context.Background(), os.Stdin, os.Stdout, spec); err != nil && !errors.Is(err, io.EOF) {
-		fmt.Fprintln(os.Stderr, "checkkit:", err)
+		fmt.Fprintln(os.Stderr, "contractkit:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
@@ -151,7 +157,7 @@ func NewServer(spec Spec, noise io.Writer) (*mcp.Server, error) {
 	if err := json.Unmarshal(def, &tool); err != nil {
 		return nil, fmt.Errorf("decode the tool definition: %w", err)
 	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "checkkit", Version: "1"}, &mcp.ServerOptions{
+	srv := mcp.NewServer(&mcp.Implementation{Name: "contractkit", Version: "1"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 	})
 	srv.AddTool(&tool, (&server{spec: spec, out: noise}).call)
@@ -259,7 +265,7 @@ func (s *server) child(ctx context.Context, d time.Duration) error {
 // result is a valid BuilderResult: count argon atoms on a line.
 func (s *server) result(args map[string]any) json.RawMessage {
 	if s.spec.Fault == EchoDocument {
-		b, _ := json.Marshal(map[string]any{"contract": 1, "name": "echo", "structure": args["document"], "provenance": map[string]any{"checkkit": "1"}})
+		b, _ := json.Marshal(map[string]any{"contract": 1, "name": "echo", "structure": args["document"], "provenance": map[string]any{"contractkit": "1"}})
 		return b
 	}
 	n, _ := args["count"].(float64)
@@ -281,7 +287,7 @@ func (s *server) result(args map[string]any) json.RawMessage {
 	b, _ := json.Marshal(map[string]any{"contract": 1, "name": "argon-line",
 		"structure":  map[string]any{"elements": elements, "positions": positions, "cell": nil, "bonds": []any{}},
 		"warnings":   []string{},
-		"provenance": map[string]any{"checkkit": "1", "seed": seed}})
+		"provenance": map[string]any{"contractkit": "1", "seed": seed}})
 	return b
 }
 

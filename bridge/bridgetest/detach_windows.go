@@ -1,4 +1,4 @@
-package stdio
+package bridgetest
 
 import (
 	"os/exec"
@@ -7,7 +7,8 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// detach makes cmd leave its parent's process group and console.
+// detach makes cmd leave the server's process group and console
+// (Mode.SpawnDetached); it stays in any Job Object the server is in.
 func detach(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{CreationFlags: windows.CREATE_NEW_PROCESS_GROUP | windows.DETACHED_PROCESS}
 }
