@@ -20,14 +20,7 @@ func TestGrandchildAndSIGTERM(t *testing.T) {
 	c := startChild(t, Mode{SpawnGrandchild: true, GrandchildPidFile: pidFile, IgnoreSIGTERM: true, LingerAfterEOF: true})
 	cs := connectSDK(t, c.stdout, c.stdin, nil)
 	defer cs.Close()
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := readPid(t, pidFile)
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 	if err := syscall.Kill(pid, 0); err != nil {
 		t.Fatalf("grandchild %d not running: %v", pid, err)
@@ -62,14 +55,7 @@ func TestDetachedGrandchild(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	c := startChild(t, Mode{SpawnDetached: true, DetachedPidFile: pidFile})
 	cs := connectSDK(t, c.stdout, c.stdin, nil)
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := readPid(t, pidFile)
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 	if sid, err := unix.Getsid(pid); err != nil || sid != pid {
 		t.Errorf("grandchild %d in session %d (%v), want a session of its own", pid, sid, err)
@@ -79,4 +65,18 @@ func TestDetachedGrandchild(t *testing.T) {
 	if err := syscall.Kill(pid, 0); err != nil {
 		t.Errorf("the detached grandchild died with the server: %v", err)
 	}
+}
+
+// readPid reads a pid file the server wrote.
+func readPid(t *testing.T, file string) int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
 }
