@@ -185,24 +185,13 @@ func answersWithResult(resp *http.Response, id json.RawMessage, limit int64) boo
 		return result
 	case "text/event-stream":
 		r := bufio.NewReader(body)
-		var data []byte
 		for {
-			line, err := readLine(r, limit)
+			ev, err := readEvent(r, limit)
 			if err != nil {
 				return false
 			}
-			if len(line) == 0 { // end of event
-				if answer, result := isResult(data); answer {
-					return result
-				}
-				data = data[:0]
-				continue
-			}
-			if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-				if len(data) > 0 {
-					data = append(data, '\n')
-				}
-				data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
+			if answer, result := isResult(ev.data); answer {
+				return result
 			}
 		}
 	}
@@ -307,54 +296,74 @@ func (s *sseTap) Close() error { return s.src.Close() }
 // nextEvent reads one event (up to a blank line) and writes its rewritten
 // form to out.
 func (s *sseTap) nextEvent() error {
-	var data []byte
-	var fields [][]byte
-	hasData, over := false, false
-	var size int64
+	// The stream may end inside an event (a proxy cut it): the partial
+	// event is dropped, as an event-stream reader must, so that go-sdk
+	// resumes after the last complete one instead of failing on half a
+	// message.
+	ev, err := readEvent(s.r, s.limit)
+	if err != nil {
+		return err
+	}
+	s.flush(ev)
+	return nil
+}
+
+// sseEvent is one event of an event stream: its data lines joined with
+// "\n", its other lines as sent, and whether its data went past the limit
+// (then data is nil and size says how much there was).
+type sseEvent struct {
+	fields  [][]byte
+	data    []byte
+	hasData bool
+	over    bool
+	size    int64
+}
+
+// readEvent reads one event, up to the blank line that ends it, keeping at
+// most limit bytes of its data. An error means the stream ended (or failed)
+// inside the event, which is then not returned.
+func readEvent(r *bufio.Reader, limit int64) (sseEvent, error) {
+	var ev sseEvent
 	for {
-		line, err := readLine(s.r, s.limit-size+1)
+		line, err := readLine(r, limit-ev.size+1)
 		if err == errLineTooLong {
-			over = true
-			size += int64(len(line))
+			ev.over = true
+			ev.size += int64(len(line))
 			continue
 		}
 		if err != nil {
-			// The stream ended inside an event (a proxy cut it): the
-			// partial event is dropped, as an event-stream reader must,
-			// so that go-sdk resumes after the last complete one instead
-			// of failing on half a message.
-			return err
+			return sseEvent{}, err
 		}
 		if len(line) == 0 { // end of event
-			s.flush(fields, data, hasData, over, size)
-			return nil
+			return ev, nil
 		}
 		if bytes.HasPrefix(line, []byte("data:")) {
 			v := bytes.TrimPrefix(line[5:], []byte(" "))
-			size += int64(len(v))
-			if size > s.limit {
-				over = true
-				data = nil
+			ev.size += int64(len(v))
+			if ev.size > limit {
+				ev.over = true
+				ev.data = nil
 				continue
 			}
-			if hasData {
-				data = append(data, '\n')
+			if ev.hasData {
+				ev.data = append(ev.data, '\n')
 			}
-			data = append(data, v...)
-			hasData = true
+			ev.data = append(ev.data, v...)
+			ev.hasData = true
 			continue
 		}
-		fields = append(fields, bytes.Clone(line))
+		ev.fields = append(ev.fields, bytes.Clone(line))
 	}
 }
 
-func (s *sseTap) flush(fields [][]byte, data []byte, hasData, over bool, size int64) {
-	for _, f := range fields {
+func (s *sseTap) flush(ev sseEvent) {
+	for _, f := range ev.fields {
 		s.out.Write(f)
 		s.out.WriteByte('\n')
 	}
-	if over {
-		data = tooLargeResponse(s.reqID, size, s.limit)
+	data, hasData := ev.data, ev.hasData
+	if ev.over {
+		data = tooLargeResponse(s.reqID, ev.size, s.limit)
 		hasData = true
 	} else if hasData {
 		data = s.tap.incoming(data)
