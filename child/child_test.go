@@ -85,6 +85,44 @@ func TestEnviron(t *testing.T) {
 	}
 }
 
+// TestStrips: a "*" anywhere in an entry stands for any run of characters,
+// so one entry can name a family of credentials (JUPYTER*TOKEN*) and an
+// exact name names only itself.
+func TestStrips(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"JUPYTER_TOKEN", "JUPYTER_TOKEN", true},
+		{"JUPYTER_TOKEN", "JUPYTER_TOKENS", false},
+		{"JUPYTER_TOKEN", "X_JUPYTER_TOKEN", false},
+		{"CLOUD_*", "CLOUD_KEY", true},
+		{"CLOUD_*", "CLOUD_", true},
+		{"CLOUD_*", "CLOUD", false},
+		{"JUPYTER*TOKEN*", "JUPYTERHUB_OAUTH_ACCESS_TOKEN", true},
+		{"JUPYTER*TOKEN*", "JUPYTER_SERVER_TOKEN", true},
+		{"JUPYTER*TOKEN*", "JUPYTER_TOKEN_FILE", true},
+		{"JUPYTER*TOKEN*", "JUPYTERHUB_USER", false},
+		{"JUPYTER*TOKEN*", "MY_JUPYTER_TOKEN", false},
+		{"*_SECRET", "A_SECRET", true},
+		{"*_SECRET", "A_SECRET_NOT", false},
+		{"A*B*C", "AxxBxxBxxC", true},
+		{"A*B*C", "AxxBxxBxxCx", false},
+		{"A**B", "AB", true},
+		{"", "", true},
+		{"", "A", false},
+	} {
+		if got := child.Strips([]string{tc.pattern}, tc.name); got != tc.want {
+			t.Errorf("Strips([%q], %q) = %v, want %v", tc.pattern, tc.name, got, tc.want)
+		}
+	}
+	// A long name against many stars stays fast (no exponential backtracking).
+	long := strings.Repeat("A", 10000)
+	if child.Strips([]string{strings.Repeat("*A", 50) + "B"}, long) {
+		t.Error("a pattern ending in B matched a name without B")
+	}
+}
+
 func TestGetenv(t *testing.T) {
 	env := []string{"PATH=/a", "HOME=/h", "PATH=/b", "EMPTY="}
 	for key, want := range map[string]string{"PATH": "/b", "HOME": "/h", "EMPTY": "", "MISSING": ""} {

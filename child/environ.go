@@ -7,8 +7,10 @@ import (
 
 // Environ is a tool server's environment: base (KEY=VALUE; the bridge's own
 // as a rule) without the variables strip names, without those extra sets,
-// then extra in name order. A strip entry ending in "*" names every
-// variable that starts with what precedes it. The keeper's marker is
+// then extra in name order. A "*" in a strip entry stands for any run of
+// characters (none included): "NAME_*" names every variable that starts
+// with NAME_, "JUPYTER*TOKEN*" every one that starts with JUPYTER and has
+// TOKEN after that. The keeper's marker is
 // always removed. The one rule for what a tool server inherits: the bridge
 // and doctor both build the environment here.
 func Environ(base, strip []string, extra map[string]string) []string {
@@ -36,15 +38,38 @@ func Environ(base, strip []string, extra map[string]string) []string {
 func Strips(strip []string, name string) bool {
 	name = EnvKey(name)
 	for _, p := range strip {
-		if pre, ok := strings.CutSuffix(p, "*"); ok {
-			if strings.HasPrefix(name, EnvKey(pre)) {
-				return true
-			}
-		} else if name == EnvKey(p) {
+		if globMatch(EnvKey(p), name) {
 			return true
 		}
 	}
 	return false
+}
+
+// globMatch reports whether name matches pattern, in which "*" matches any
+// run of characters and every other character itself. Greedy with one
+// backtrack point, so linear in practice and never exponential.
+func globMatch(pattern, name string) bool {
+	p, n := 0, 0
+	star, mark := -1, 0
+	for n < len(name) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, n
+			p++
+		case p < len(pattern) && pattern[p] == name[n]:
+			p++
+			n++
+		case star >= 0:
+			mark++
+			p, n = star+1, mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
 }
 
 // Getenv is the value of key in env (KEY=VALUE), the last one when it is

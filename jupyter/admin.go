@@ -22,8 +22,12 @@ const AdminFileName = "megane_jupyter_bridge.toml"
 // environment unless strip_env says otherwise: the credentials of the
 // Jupyter server and of JupyterHub that a single-user server (and so the
 // bridge) inherits, and the secrets of a Hub process in case the bridge
-// runs beside one. A name ending in "*" matches every name that starts
-// with what precedes it. Names that identify without granting access
+// runs beside one. A "*" stands for any run of characters (child.Environ).
+// Besides the names Jupyter and JupyterHub are known to set, a rule strips
+// any JUPYTER*/JPY_* variable whose name holds TOKEN, SECRET, KEY or
+// PASSWORD (JUPYTERHUB_OAUTH_ACCESS_TOKEN, JUPYTER_SERVER_TOKEN, a future
+// Hub secret), so a credential need not be listed to be kept from tools.
+// Names that identify without granting access
 // (JUPYTERHUB_USER, JUPYTERHUB_API_URL, JUPYTERHUB_CLIENT_ID,
 // JUPYTERHUB_SERVICE_PREFIX, ...) are kept: tools may use them. Each call
 // returns a new slice, so no caller can change the list for the others.
@@ -42,6 +46,9 @@ func DefaultStripEnv() []string {
 		"JUPYTERHUB_CLIENT_SECRET",       // likewise, older name
 		"JUPYTERHUB_COOKIE_SECRET",       // the Hub's cookie secret
 		"JUPYTERHUB_SSL_KEYFILE",         // path of the internal-TLS private key
+		// The rule: any Jupyter or Hub variable named like a credential.
+		"JUPYTER*TOKEN*", "JUPYTER*SECRET*", "JUPYTER*KEY*", "JUPYTER*PASSWORD*",
+		"JPY_*TOKEN*", "JPY_*SECRET*", "JPY_*KEY*", "JPY_*PASSWORD*",
 	}
 }
 
@@ -59,7 +66,8 @@ type AdminSettings struct {
 	MaxCallsPerTab    int // [limits] max_calls_per_tab: calls in flight per tab
 	MaxCallsPerServer int // [limits] max_calls_per_server: calls in flight per server
 
-	// StripEnv are the variable names (or NAME_* prefixes) removed from
+	// StripEnv are the variable names (or patterns, "*" standing for any
+	// run of characters: NAME_*, JUPYTER*TOKEN*) removed from
 	// the environment of every stdio server. Load sets DefaultStripEnv()
 	// unless strip_env replaces it; strip_env_extra adds to it.
 	StripEnv []string
@@ -161,8 +169,8 @@ func parseAdmin(path, text string) (*adminFile, []bridge.Problem) {
 				continue
 			}
 			for _, n := range l {
-				if n == "" || n == "*" || strings.ContainsAny(n, "= \x00") || strings.Contains(strings.TrimSuffix(n, "*"), "*") {
-					bad(key, "%s: %q is not a variable name or NAME_* prefix", k, n)
+				if strings.Trim(n, "*") == "" || strings.ContainsAny(n, "= \x00") {
+					bad(key, "%s: %q is not a variable name or pattern (NAME_*, JUPYTER*TOKEN*)", k, n)
 				}
 			}
 			if k == "strip_env" {

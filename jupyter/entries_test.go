@@ -275,12 +275,17 @@ url = "http://example.org/mcp"
 func TestDefaultStripList(t *testing.T) {
 	a := DefaultAdmin()
 	for _, name := range []string{"JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "JUPYTER_TOKEN", "JPY_COOKIE_SECRET",
-		"CONFIGPROXY_AUTH_TOKEN", "MEGANE_JUPYTER_BRIDGE_TOKEN", "JUPYTERHUB_OAUTH_CLIENT_SECRET"} {
+		"CONFIGPROXY_AUTH_TOKEN", "MEGANE_JUPYTER_BRIDGE_TOKEN", "JUPYTERHUB_OAUTH_CLIENT_SECRET",
+		// Named by no entry, stripped by the rule (issue 28).
+		"JUPYTERHUB_OAUTH_ACCESS_TOKEN", "JUPYTER_SERVER_TOKEN", "JUPYTERHUB_NEW_SECRET", "JPY_SESSION_KEY",
+		"JUPYTER_SERVER_PASSWORD", "JUPYTERHUB_INTERNAL_SSL_KEY"} {
 		if !a.Strips(name) {
 			t.Errorf("%s reaches tool servers by default", name)
 		}
 	}
-	for _, name := range []string{"JUPYTERHUB_USER", "JUPYTERHUB_API_URL", "HTTPS_PROXY", "PATH", "HOME"} {
+	for _, name := range []string{"JUPYTERHUB_USER", "JUPYTERHUB_API_URL", "HTTPS_PROXY", "PATH", "HOME",
+		"JUPYTERHUB_CLIENT_ID", "JUPYTERHUB_SERVICE_PREFIX", "JUPYTERHUB_OAUTH_SCOPES", "JUPYTER_CONFIG_DIR",
+		"JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERHUB_SERVER_NAME", "AWS_SECRET_ACCESS_KEY"} {
 		if a.Strips(name) {
 			t.Errorf("%s is stripped by default; tools may need it", name)
 		}
