@@ -1,6 +1,7 @@
 package bridgetest
 
 import (
+	"errors"
 	"os/exec"
 	"syscall"
 
@@ -12,3 +13,7 @@ import (
 func detach(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{CreationFlags: windows.CREATE_NEW_PROCESS_GROUP | windows.DETACHED_PROCESS}
 }
+
+// killParent is refused on Windows (Mode.KillParent): the Job Object holds
+// the server's descendants whatever happens to its parent.
+func killParent() error { return errors.New("killParent is for Unix only") }

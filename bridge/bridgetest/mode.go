@@ -120,6 +120,11 @@ type Mode struct {
 	// cleanup.
 	SpawnDetached   bool   `json:"spawnDetached,omitempty"`
 	DetachedPidFile string `json:"detachedPidFile,omitempty"`
+	// KillParent SIGKILLs the server's parent (the bridge's keeper) once
+	// the grandchildren above are started: a server that escapes its
+	// supervision (issue 28.4), which no privilege is needed for. Unix
+	// only; on Windows the start fails.
+	KillParent bool `json:"killParent,omitempty"`
 	// IDLast writes every response's id after its result or error
 	// ({"jsonrpc":"2.0","result":…,"id":1}), as encoders that keep their
 	// own key order do: a client must read a whole message, however large,

@@ -108,6 +108,11 @@ func serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, mod
 			return err
 		}
 	}
+	if mode.KillParent {
+		if err := killParent(); err != nil {
+			return fmt.Errorf("kill the parent: %w", err)
+		}
+	}
 	if mode.ExitBeforeInit {
 		fmt.Fprintln(errw, "bridgetest: fatal: simulated failure before initialize")
 		return s.simulateExit(2)

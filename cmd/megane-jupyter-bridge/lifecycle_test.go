@@ -29,11 +29,12 @@ import (
 
 // init serves a bridgetest tool server when this binary is started as one
 // (before TestMain: a tool server needs nothing else).
+// A grandchild a server spawns (Mode.SpawnDetached) is this binary too, and
+// ServeFromEnv makes it sleep: without this it would inherit the program's
+// marker and run the program instead.
 func init() {
-	if os.Getenv(bridgetest.EnvVar) != "" && os.Getenv("MEGANE_BRIDGE_KEEPER") == "" {
-		if bridgetest.ServeFromEnv() {
-			os.Exit(0)
-		}
+	if os.Getenv("MEGANE_BRIDGE_KEEPER") == "" && bridgetest.ServeFromEnv() {
+		os.Exit(0)
 	}
 }
 
@@ -49,6 +50,13 @@ type bridgeProcess struct {
 // inherits from this test.
 func startBridgeProcess(t *testing.T, env ...string) *bridgeProcess {
 	t.Helper()
+	return startBridgeProcessMode(t, bridgetest.Mode{Name: "slow-tools"}, env...)
+}
+
+// startBridgeProcessMode is startBridgeProcess with the tool server in
+// mode (named slow-tools whatever mode.Name says).
+func startBridgeProcessMode(t *testing.T, mode bridgetest.Mode, env ...string) *bridgeProcess {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -58,10 +66,11 @@ func startBridgeProcess(t *testing.T, env ...string) *bridgeProcess {
 	rand.Read(rb[:])
 	bp := &bridgeProcess{token: "lifecycle-token", marker: "lifecycle-" + hex.EncodeToString(rb[:]),
 		programProcess: &programProcess{stderr: &lockedBuffer{}, exited: make(chan struct{})}}
-	mode, _ := json.Marshal(bridgetest.Mode{Name: "slow-tools"})
+	mode.Name = "slow-tools"
+	modeJSON, _ := json.Marshal(mode)
 	servers, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
 		"slow-tools": map[string]any{"command": exe, "args": []string{"-test.run=^$"},
-			"env": map[string]string{bridgetest.EnvVar: string(mode), "MEGANE_FAULT_MARK": bp.marker}},
+			"env": map[string]string{bridgetest.EnvVar: string(modeJSON), "MEGANE_FAULT_MARK": bp.marker}},
 	}})
 	serversFile := filepath.Join(dir, "servers.json")
 	ready := filepath.Join(dir, "ready")

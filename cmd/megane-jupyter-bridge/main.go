@@ -11,11 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/megane-labs/megane-jupyter-bridge/auth"
 	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
@@ -45,6 +47,15 @@ func main() {
 // one's keeper SIGKILLs its process group when the bridge's end of the
 // lifeline closes.
 func program(args []string, bound time.Duration) int {
+	// On Linux what a tool server leaves behind after killing its keeper
+	// comes to this process, which kills it (child.Reaper). Here rather
+	// than in run: in-process tests must not make their test binary a
+	// subreaper.
+	reaper, err := child.StartReaper(child.ReaperOptions{Logger: slog.New(auth.NewRedactingHandler(slog.NewTextHandler(os.Stderr, nil)))})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "megane-jupyter-bridge: cannot become a child subreaper (%v): a tool server that kills its keeper may leave processes behind\n", err)
+	}
+	defer reaper.Close()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
