@@ -41,6 +41,10 @@ type osProcess struct {
 	reapMu sync.Mutex // no signal is sent to -pgid once the keeper is reaped
 	reaped bool       // guarded by reapMu
 
+	// cg is the server's own cgroup (Linux, where the system delegates
+	// one), or nil; removed by waitLoop.
+	cg *cgroup
+
 	wg sync.WaitGroup // linkLoop and the command writer; waited for by waitLoop
 }
 
@@ -58,6 +62,9 @@ func (o *osProcess) kill(done <-chan struct{}) {
 	case <-done:
 	case <-tm.C:
 		o.signalGroup(unix.SIGKILL)
+		if o.cg != nil {
+			o.cg.kill()
+		}
 	}
 }
 
@@ -109,14 +116,30 @@ func (p *Process) start(ctx context.Context, spec Spec) error {
 		ExtraFiles:  []*os.File{keeperLink},
 		SysProcAttr: keeperSysProcAttr(),
 	}
+	cg := newCgroup()
+	if cg != nil {
+		cg.apply(cmd.SysProcAttr)
+	}
 	err = cmd.Start()
+	if err != nil && cg != nil {
+		// The system made the cgroup but will not start a process in it
+		// (clone3 refused): without one, as where there is none.
+		cg.remove(0)
+		cg = nil
+		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir, Stdin: cmd.Stdin,
+			Stdout: cmd.Stdout, Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, SysProcAttr: keeperSysProcAttr()}
+		err = cmd.Start()
+	}
+	if cg != nil {
+		cg.started()
+	}
 	_ = keeperLink.Close()
 	if err != nil {
 		_ = link.Close()
 		return fmt.Errorf("cannot run the keeper %q: %s", keeper, pathErrText(err))
 	}
 	o := &p.os
-	o.pgid, o.cmd, o.link = cmd.Process.Pid, cmd, link
+	o.pgid, o.cmd, o.link, o.cg = cmd.Process.Pid, cmd, link, cg
 	o.started = make(chan error, 1)
 	o.linkDone = make(chan struct{})
 	o.wg.Add(2)
@@ -189,6 +212,11 @@ func (p *Process) waitLoop() {
 	_ = o.cmd.Wait()
 	o.reaped = true
 	o.reapMu.Unlock()
+	if o.cg != nil {
+		// Whatever is left of the server, in any group or session (its
+		// keeper gone, killed by the server or at its end), ends here.
+		o.cg.remove(o.pgid)
+	}
 
 	// The keeper's end of the lifeline closed with it; the deadline only
 	// guards against a descriptor that leaked elsewhere.

@@ -10,7 +10,8 @@ import (
 
 // detach makes cmd leave the server's process group and console
 // (Mode.SpawnDetached); it stays in any Job Object the server is in.
-func detach(cmd *exec.Cmd) {
+// groupOnly changes nothing: Windows has no sessions to leave.
+func detach(cmd *exec.Cmd, groupOnly bool) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{CreationFlags: windows.CREATE_NEW_PROCESS_GROUP | windows.DETACHED_PROCESS}
 }
 

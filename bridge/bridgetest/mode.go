@@ -120,6 +120,11 @@ type Mode struct {
 	// cleanup.
 	SpawnDetached   bool   `json:"spawnDetached,omitempty"`
 	DetachedPidFile string `json:"detachedPidFile,omitempty"`
+	// DetachGroupOnly makes SpawnDetached's process lead a new process
+	// group in the server's session instead of a session of its own (Unix):
+	// out of the keeper's group, but nothing that marks it as a stranger to
+	// the bridge's Reaper either; only a cgroup holds it.
+	DetachGroupOnly bool `json:"detachGroupOnly,omitempty"`
 	// KillParent SIGKILLs the server's parent (the bridge's keeper) once
 	// the grandchildren above are started: a server that escapes its
 	// supervision (issue 28.4), which no privilege is needed for. Unix

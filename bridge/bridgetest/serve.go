@@ -99,12 +99,12 @@ func serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, mod
 		return fmt.Errorf("stderr at start: %w", err)
 	}
 	if mode.SpawnGrandchild {
-		if err := spawnSleeper(mode.GrandchildPidFile, false); err != nil {
+		if err := spawnSleeper(mode.GrandchildPidFile, false, false); err != nil {
 			return err
 		}
 	}
 	if mode.SpawnDetached {
-		if err := spawnSleeper(mode.DetachedPidFile, true); err != nil {
+		if err := spawnSleeper(mode.DetachedPidFile, true, mode.DetachGroupOnly); err != nil {
 			return err
 		}
 	}
@@ -281,7 +281,7 @@ func writePidFile(path string, pid int) error {
 
 // spawnSleeper starts the grandchild of Mode.SpawnGrandchild, or with
 // detached that of Mode.SpawnDetached, and writes its pid to pidFile.
-func spawnSleeper(pidFile string, detached bool) error {
+func spawnSleeper(pidFile string, detached, groupOnly bool) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("spawn grandchild: %w", err)
@@ -296,7 +296,7 @@ func spawnSleeper(pidFile string, detached bool) error {
 	}
 	cmd.Env = append(cmd.Env, sleepEnv+"=1")
 	if detached {
-		detach(cmd)
+		detach(cmd, groupOnly)
 	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("spawn grandchild: %w", err)

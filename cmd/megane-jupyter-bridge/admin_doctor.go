@@ -66,6 +66,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		checkPython(r, cfg)
 		checkRegistration(ctx, r, cfg)
 	}
+	r.add("ok", "containment: %s", child.Containment())
 	for _, p := range cfg.Problems {
 		r.add("error", "%s", p.Message)
 	}
