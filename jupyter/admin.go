@@ -66,6 +66,12 @@ type AdminSettings struct {
 	MaxCallsPerTab    int // [limits] max_calls_per_tab: calls in flight per tab
 	MaxCallsPerServer int // [limits] max_calls_per_server: calls in flight per server
 
+	// The bounds against abuse (bridge.Options of the same names).
+	OutboundBytes      int64 // [limits] outbound_bytes: bytes queued for one tab
+	OutboundTotal      int64 // [limits] outbound_total: bytes queued for all tabs
+	ChunkMemory        int64 // [limits] chunk_memory: incomplete inbound chunk sequences, all tabs
+	MaxPendingConnects int   // [limits] max_pending_connects: connects waiting for a start, per tab
+
 	// StripEnv are the variable names (or patterns, "*" standing for any
 	// run of characters: NAME_*, JUPYTER*TOKEN*) removed from
 	// the environment of every stdio server. Load sets DefaultStripEnv()
@@ -109,7 +115,8 @@ type adminFile struct {
 
 // adminKeys are the keys a file may set (tables hold the rest).
 var adminTop = []string{"allow_user_servers", "default_server", "strip_env", "strip_env_extra", "limits", "mcp_servers"}
-var adminLimits = []string{"frame_limit", "inbound_limit", "result_limit", "memory_limit", "call_timeout_max", "init_timeout", "max_calls_per_tab", "max_calls_per_server"}
+var adminLimits = []string{"frame_limit", "inbound_limit", "result_limit", "memory_limit", "call_timeout_max", "init_timeout", "max_calls_per_tab", "max_calls_per_server",
+	"outbound_bytes", "outbound_total", "chunk_memory", "max_pending_connects"}
 
 // readAdminFile decodes one admin file strictly. A syntax error makes the
 // whole file unusable; any other problem drops only its key (or server).
@@ -225,7 +232,7 @@ func (af *adminFile) setLimit(k string, v any) error {
 			return fmt.Errorf("at least 64 MiB")
 		}
 		af.a.MemoryLimit = n
-	case "frame_limit", "inbound_limit", "result_limit":
+	case "frame_limit", "inbound_limit", "result_limit", "outbound_bytes", "outbound_total", "chunk_memory":
 		n, err := tomlSize(v)
 		if err != nil {
 			return err
@@ -241,6 +248,12 @@ func (af *adminFile) setLimit(k string, v any) error {
 			af.a.FrameLimit = n
 		case "inbound_limit":
 			af.a.InboundLimit = n
+		case "outbound_bytes":
+			af.a.OutboundBytes = n
+		case "outbound_total":
+			af.a.OutboundTotal = n
+		case "chunk_memory":
+			af.a.ChunkMemory = n
 		default:
 			af.a.ResultLimit = n
 		}
@@ -254,15 +267,18 @@ func (af *adminFile) setLimit(k string, v any) error {
 		} else {
 			af.a.InitTimeout = d
 		}
-	case "max_calls_per_tab", "max_calls_per_server":
+	case "max_calls_per_tab", "max_calls_per_server", "max_pending_connects":
 		n, ok := v.(int64)
 		if !ok || n < 1 || n > 1<<20 {
 			return fmt.Errorf("must be a whole number from 1 to 1048576")
 		}
-		if k == "max_calls_per_tab" {
+		switch k {
+		case "max_calls_per_tab":
 			af.a.MaxCallsPerTab = int(n)
-		} else {
+		case "max_calls_per_server":
 			af.a.MaxCallsPerServer = int(n)
+		default:
+			af.a.MaxPendingConnects = int(n)
 		}
 	default:
 		return fmt.Errorf("unknown key: remove it (allowed: %s)", strings.Join(adminLimits, ", "))
@@ -375,6 +391,18 @@ func mergeAdmin(files []*adminFile) AdminSettings {
 		}
 		if s["limits.max_calls_per_server"] {
 			a.MaxCallsPerServer = f.a.MaxCallsPerServer
+		}
+		if s["limits.outbound_bytes"] {
+			a.OutboundBytes = f.a.OutboundBytes
+		}
+		if s["limits.outbound_total"] {
+			a.OutboundTotal = f.a.OutboundTotal
+		}
+		if s["limits.chunk_memory"] {
+			a.ChunkMemory = f.a.ChunkMemory
+		}
+		if s["limits.max_pending_connects"] {
+			a.MaxPendingConnects = f.a.MaxPendingConnects
 		}
 		a.Files = append([]string{f.path}, a.Files...)
 	}

@@ -143,16 +143,20 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 // server is what serve's pages meet.
 func bridgeOptions(admin jupyter.AdminSettings) bridge.Options {
 	return bridge.Options{
-		Version:           version,
-		FrameLimit:        admin.FrameLimit,
-		InboundLimit:      admin.InboundLimit,
-		ResultLimit:       admin.ResultLimit,
-		MemoryLimit:       admin.MemoryLimit,
-		MaxCallsPerTab:    admin.MaxCallsPerTab,
-		MaxCallsPerServer: admin.MaxCallsPerServer,
-		InitTimeout:       admin.InitTimeout,
-		CallTimeoutMax:    admin.CallTimeoutMax,
-		StripEnv:          admin.StripEnv,
+		Version:            version,
+		FrameLimit:         admin.FrameLimit,
+		InboundLimit:       admin.InboundLimit,
+		ResultLimit:        admin.ResultLimit,
+		MemoryLimit:        admin.MemoryLimit,
+		MaxCallsPerTab:     admin.MaxCallsPerTab,
+		MaxCallsPerServer:  admin.MaxCallsPerServer,
+		OutboundBytes:      admin.OutboundBytes,
+		OutboundTotal:      admin.OutboundTotal,
+		ChunkMemory:        admin.ChunkMemory,
+		MaxPendingConnects: admin.MaxPendingConnects,
+		InitTimeout:        admin.InitTimeout,
+		CallTimeoutMax:     admin.CallTimeoutMax,
+		StripEnv:           admin.StripEnv,
 	}
 }
 
