@@ -197,7 +197,6 @@ func TestPyWithoutPythonIsReported(t *testing.T) {
 func TestPyWithRealPython(t *testing.T) {
 	needJupyter(t)
 	s := newSandbox(t)
-	s.vars["PATH"] = s.bin + ":/usr/bin:/bin"
 	s.write("home/.jupyter/jupyter_server_config.py", "import sys\nprint('noise on stdout')\nc.MeganeBuilderTools.mcp_servers = {'p': {'url': 'https://p.example/mcp', 'headers': {'X': 'y'}}}\nc.ServerProxy.servers = {'other': {'command': ['x']}}\n")
 	cfg, err := Load(context.Background(), s.opts())
 	must(t, err)

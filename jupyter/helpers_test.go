@@ -3,6 +3,7 @@ package jupyter
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter/jupytertest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,21 +41,29 @@ type sandbox struct {
 	home string
 	root string
 	bin  string // first on PATH; tests put fake commands here
-	vars map[string]string
+	// hostBin is on PATH after bin: links to the host's python3 and
+	// nothing else (jupytertest.HostPath), so no test sees the host's
+	// /usr/bin/jupyter, a pyenv shim or a conda environment.
+	hostBin string
+	vars    map[string]string
 }
+
+// hostPython is python3 as the sandbox's PATH finds it.
+func (s *sandbox) hostPython() string { return filepath.Join(s.hostBin, "python3") }
 
 func newSandbox(t *testing.T) *sandbox {
 	t.Helper()
 	dir := t.TempDir()
 	// Resolve symlinks so paths compare equal to what Python prints.
 	dir, _ = filepath.EvalSymlinks(dir)
-	s := &sandbox{t: t, dir: dir, home: filepath.Join(dir, "home"), root: filepath.Join(dir, "root"), bin: filepath.Join(dir, "bin")}
+	s := &sandbox{t: t, dir: dir, home: filepath.Join(dir, "home"), root: filepath.Join(dir, "root"), bin: filepath.Join(dir, "bin"),
+		hostBin: jupytertest.HostPath(t, "python3")}
 	for _, d := range []string{s.home, s.root, s.bin} {
 		must(t, os.MkdirAll(d, 0o755))
 	}
 	s.vars = map[string]string{
 		"HOME":                s.home,
-		"PATH":                s.bin + ":/usr/bin:/bin",
+		"PATH":                s.bin + ":" + s.hostBin,
 		"JUPYTER_RUNTIME_DIR": filepath.Join(dir, "runtime"),
 		"LANG":                "C.UTF-8",
 	}

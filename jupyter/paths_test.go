@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter/jupytertest"
 )
 
 // TestConfigPathMatchesJupyter compares the config search path with what
@@ -35,6 +37,7 @@ func TestConfigPathMatchesJupyter(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSandbox(t)
+			jupytertest.Launcher(t, s.bin, py) // as jupyter --paths runs: the Python found is the launcher's
 			tc.set(s)
 			cmd := exec.Command(py, "-m", "jupyter", "--paths", "--json")
 			cmd.Env = s.environ()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter/jupytertest"
 )
 
 // newVenv creates a venv (without pip) at dir/name from Debian's Python and
@@ -111,14 +113,14 @@ func TestFindPythonParentProcess(t *testing.T) {
 		pid := startProcess(t, "/bin/sleep", []string{"sleep", "600"}, s.environ())
 		opts := s.opts()
 		opts.ParentPID = pid
-		check(t, find(t, opts), debianPython, "/usr", "python3 on PATH")
+		check(t, find(t, opts), s.hostPython(), "/usr", "python3 on PATH")
 	})
 	t.Run("parent Python without jupyter_server", func(t *testing.T) {
 		bare := newVenv(t, s.dir, "bare", false)
 		pid := startProcess(t, bare, append([]string{bare}, sleep...), s.environ())
 		opts := s.opts()
 		opts.ParentPID = pid
-		check(t, find(t, opts), debianPython, "/usr", "python3 on PATH")
+		check(t, find(t, opts), s.hostPython(), "/usr", "python3 on PATH")
 	})
 	t.Run("nothing found names the parent", func(t *testing.T) {
 		pid := startProcess(t, "/bin/sleep", []string{"sleep", "600"}, s.environ())
@@ -148,5 +150,63 @@ func TestProcessPython(t *testing.T) {
 	sh := startProcess(t, "/bin/sleep", []string{"sleep", "600"}, s.environ())
 	if _, err := ProcessPython(context.Background(), s.opts(), sh); err == nil || !strings.Contains(err.Error(), "not a Python") {
 		t.Errorf("sleep: %v", err)
+	}
+}
+
+// TestFindPythonOrder: the order CONFIG.md gives ("Which Python reads the
+// configuration"), one row per rule, each on a PATH the test makes itself
+// (jupytertest.HostPath), so what the machine has installed never decides
+// the outcome: Debian's /usr/bin/jupyter, a pyenv shim, a conda env.
+func TestFindPythonOrder(t *testing.T) {
+	needJupyter(t)
+	s := newSandbox(t)
+	venvPy := newVenv(t, s.dir, "venv", true) // --system-site-packages: imports Debian's jupyter_server
+	venv := filepath.Dir(filepath.Dir(venvPy))
+	bare := newVenv(t, s.dir, "bare", false) // imports no traitlets
+	// A system-wide launcher, as jupyter-core's package installs in
+	// /usr/bin: its #! line names Debian's Python.
+	sysBin := filepath.Join(s.dir, "sysbin")
+	must(t, os.MkdirAll(sysBin, 0o755))
+	sysLauncher := jupytertest.Launcher(t, sysBin, debianPython)
+	// A venv's own launcher, as pip writes it.
+	ownBin := filepath.Join(s.dir, "ownbin")
+	must(t, os.MkdirAll(ownBin, 0o755))
+	ownLauncher := jupytertest.Launcher(t, ownBin, venvPy)
+	venvBin := filepath.Dir(venvPy)
+
+	for _, tc := range []struct {
+		name         string
+		python       string // --python
+		path         []string
+		want, prefix string
+		source       string
+	}{
+		{"--python first", venvPy, []string{sysBin, s.hostBin}, venvPy, venv, "--python"},
+		{"a jupyter launcher's #! line before python3 on PATH", "", []string{s.hostBin, ownBin}, venvPy, venv, "the #! line of " + ownLauncher},
+		{"python3 on PATH when there is no launcher", "", []string{s.hostBin}, s.hostPython(), "/usr", "python3 on PATH"},
+		{"an activated venv with no launcher of its own: the system launcher is what `jupyter` runs",
+			"", []string{venvBin, sysBin, s.hostBin}, debianPython, "/usr", "the #! line of " + sysLauncher},
+		{"an activated venv with no launcher and none elsewhere: its python3",
+			"", []string{venvBin, s.hostBin}, venvPy, venv, "python3 on PATH"},
+		{"a python3 that cannot import traitlets is passed over", "", []string{filepath.Dir(bare), s.hostBin}, s.hostPython(), "/usr", "python3 on PATH"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := s.opts()
+			opts.Python = tc.python
+			env := []string{"PATH=" + strings.Join(tc.path, ":")}
+			for _, kv := range opts.Environ {
+				if !strings.HasPrefix(kv, "PATH=") {
+					env = append(env, kv)
+				}
+			}
+			opts.Environ = env
+			py, err := FindPython(context.Background(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if py.Path != tc.want || py.Prefix != tc.prefix || py.Source != tc.source {
+				t.Errorf("got %s (sys.prefix %s, found by %s), want %s (sys.prefix %s, found by %s)", py.Path, py.Prefix, py.Source, tc.want, tc.prefix, tc.source)
+			}
+		})
 	}
 }

@@ -363,14 +363,25 @@ func TestJupyterParentPython(t *testing.T) {
 	}
 	noCreds(t, string(log), j.Token, "")
 
-	// doctor from a shell: its PATH finds /usr/bin/python3 (sys.prefix
-	// /usr), not the server's venv.
+	// doctor from a shell: its PATH finds the system's python3 (sys.prefix
+	// /usr), not the server's venv; and, with a system-wide jupyter
+	// launcher on PATH, that launcher's Python. The PATH is the test's own
+	// (jupytertest.HostPath), whatever this machine has in /usr/bin.
 	isolateJupyterEnv(t, j)
-	t.Setenv("PATH", "/usr/bin:/bin")
+	hostBin := jupytertest.HostPath(t, "python3")
+	t.Setenv("PATH", hostBin)
 	out, _, _ := runCLI(t, "doctor")
-	want = fmt.Sprintf("warning: Jupyter server pid %d runs %s (sys.prefix %s), but this check used /usr/bin/python3 (sys.prefix /usr, found by python3 on PATH)", j.Cmd.Process.Pid, venvPython, venv)
+	want = fmt.Sprintf("warning: Jupyter server pid %d runs %s (sys.prefix %s), but this check used %s (sys.prefix /usr, found by python3 on PATH)", j.Cmd.Process.Pid, venvPython, venv, filepath.Join(hostBin, "python3"))
 	if !strings.Contains(out, want) {
 		t.Errorf("doctor does not point at the server's own Python; want %q in:\n%s", want, out)
+	}
+	sysBin := t.TempDir()
+	launcher := jupytertest.Launcher(t, sysBin, jupytertest.Python)
+	t.Setenv("PATH", sysBin+":"+hostBin)
+	out, _, _ = runCLI(t, "doctor")
+	want = fmt.Sprintf("warning: Jupyter server pid %d runs %s (sys.prefix %s), but this check used %s (sys.prefix /usr, found by the #! line of %s)", j.Cmd.Process.Pid, venvPython, venv, jupytertest.Python, launcher)
+	if !strings.Contains(out, want) {
+		t.Errorf("doctor with a jupyter launcher on PATH; want %q in:\n%s", want, out)
 	}
 	out, _, _ = runCLI(t, "doctor", "--python", venvPython)
 	if !strings.Contains(out, "Jupyter's Python: "+venvPython+", found by --python (sys.prefix "+venv+",") || strings.Contains(out, "but this check used") {

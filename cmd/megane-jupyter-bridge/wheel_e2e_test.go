@@ -176,7 +176,12 @@ func TestWheelInstall(t *testing.T) {
 	home := t.TempDir()
 	cfgFile := filepath.Join(home, "cfg", "jupyter_server_config.json")
 	os.MkdirAll(filepath.Dir(cfgFile), 0o700)
-	doctorEnv := []string{"HOME=" + home, "LANG=C.UTF-8", "PATH=" + filepath.Join(venv, "bin") + ":/usr/bin:/bin",
+	// Jupyter is installed in the venv, as in a real one: a jupyter
+	// launcher of its own (what pip install jupyter_server writes) comes
+	// first, so whatever launcher this machine has in /usr/bin never
+	// decides which Python doctor checks (CONFIG.md's order).
+	jupytertest.Launcher(t, filepath.Join(venv, "bin"), vpy)
+	doctorEnv := []string{"HOME=" + home, "LANG=C.UTF-8", "PATH=" + filepath.Join(venv, "bin") + ":" + jupytertest.HostPath(t, "python3"),
 		"JUPYTER_CONFIG_DIR=" + filepath.Dir(cfgFile), "JUPYTER_DATA_DIR=" + filepath.Join(home, "data"),
 		"JUPYTER_RUNTIME_DIR=" + filepath.Join(home, "runtime"), "JUPYTERHUB_SERVICE_PREFIX=/user/alice/", asProgramEnv + "=1"}
 	otherReg, _ := json.Marshal(map[string]any{"ServerProxy": map[string]any{"servers": map[string]any{
