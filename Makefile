@@ -25,7 +25,7 @@ GOVULNCHECK ?= $(GO) run golang.org/x/vuln/cmd/govulncheck@v1.9.0
 VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
 VULNDB         := .cache/vulndb-$(VULNDB_VERSION)
 
-.PHONY: build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels vuln go-version
+.PHONY: go-test-args build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels vuln go-version
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/megane-jupyter-bridge  # -buildvcs=auto: stamp the commit even where GOFLAGS turns it off
@@ -53,6 +53,10 @@ run: build
 
 test:
 	$(GO) test -race -count=1 -timeout 25m ./...
+
+# go test with the Makefile's toolchain and ARGS (.ci/lived-in.sh).
+go-test-args:
+	$(GO) test $(ARGS)
 
 # The platforms the bridge is built for besides this one (README "Install"):
 # make lint vets each, which compiles every package and test for it.
