@@ -1,0 +1,500 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
+)
+
+// mixedAbuseEnv sets TestMixedAbuse's duration (a Go duration); `make
+// abuse` sets 5m. If unset, 20s.
+const mixedAbuseEnv = "MEGANE_ABUSE_MIXED"
+
+// TestMixedAbuse (issue 28): every attack of the abuse tests at once,
+// against one bridge process (standalone, with the default memory ceiling
+// of 1 GiB: a --servers file comes with the default admin settings), while a
+// legitimate page calls a tool every second. The attacks, each in a loop
+// until the end:
+//
+//   - stalled frames: 10 sockets each send 60 MiB of a 63 MiB frame and
+//     stall;
+//   - a chatty tool: 3,000 progress notifications in a tight loop, to a page
+//     that reads;
+//   - a page that asks for 8 MiB results and never reads;
+//   - a server that forks a daemon into its own session and kills its
+//     keeper;
+//   - results too deep to parse, and results that are not UTF-8;
+//   - 300 idle connections held open, and chunk sequences declared and
+//     never finished.
+//
+// Bounds: the bridge's peak RSS (VmHWM, its own process; the tool servers
+// are others) stays under the ceiling; no legitimate call fails or is
+// lost; no process of the escaping server is left once the bridge is
+// stopped. The legitimate call's latency is reported, quiet (before the
+// attacks) and under attack, for the closing note; it is not asserted
+// (speed is measured, never asserted, in tests).
+func TestMixedAbuse(t *testing.T) {
+	dur := 20 * time.Second
+	if v := os.Getenv(mixedAbuseEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", mixedAbuseEnv, v, err)
+		}
+		dur = d
+	}
+	quiet := max(5*time.Second, dur/10)
+	const ceiling = 1 << 30 // 3 × the default result limit + 256 MiB
+
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	marker := fmt.Sprintf("mixed-%d-%d", os.Getpid(), time.Now().UnixNano())
+	server := func(mode bridgetest.Mode, extraEnv ...string) map[string]any {
+		m, _ := json.Marshal(mode)
+		env := map[string]string{bridgetest.EnvVar: string(m), "MEGANE_FAULT_MARK": marker}
+		for i := 0; i+1 < len(extraEnv); i += 2 {
+			env[extraEnv[i]] = extraEnv[i+1]
+		}
+		return map[string]any{"command": exe, "args": []string{"-test.run=^$"}, "env": env}
+	}
+	badResult := write("bad-result.json", "{\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"ok \xff\xfe bytes\"}]}}")
+	servers, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"legit":  server(bridgetest.Mode{Name: "legit"}),
+		"chatty": server(bridgetest.Mode{Name: "chatty"}),
+		"big":    server(bridgetest.Mode{Name: "big"}),
+		"escape": server(bridgetest.Mode{Name: "escape", SpawnDetached: true, DetachedPidFile: filepath.Join(dir, "escape.pid"), KillParent: true}),
+		"latin": server(bridgetest.Mode{Name: "latin", Tools: []json.RawMessage{json.RawMessage(`{"name":"badresult","inputSchema":{"type":"object"}}`)},
+			FixtureCalls: map[string]string{"badresult": badResult}}),
+	}})
+	serversFile := write("servers.json", string(servers))
+	ready := filepath.Join(dir, "ready")
+	token := "mixed-abuse-token"
+	pp := &programProcess{stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	pp.cmd = exec.Command(exe, "serve", "--standalone", "--port", "0", "--token", token,
+		"--servers", serversFile, "--ready-file", ready)
+	pp.cmd.Env = append(os.Environ(), asProgramEnv+"=1",
+		"HOME="+filepath.Join(dir, "home"), "JUPYTER_CONFIG_DIR="+filepath.Join(dir, "config"),
+		"JUPYTER_DATA_DIR="+filepath.Join(dir, "data"), "JUPYTER_RUNTIME_DIR="+filepath.Join(dir, "runtime"),
+		"JUPYTER_CONFIG_PATH=", "GORACE=atexit_sleep_ms=0")
+	child.InGroup(pp.cmd)
+	launchProgram(t, pp, ready)
+	bridgePid := pp.cmd.Process.Pid
+	wsURL := "ws://" + pp.addr + "/megane/builder-tools/ws?token=" + token
+
+	ctx, cancel := context.WithTimeout(context.Background(), dur+3*time.Minute)
+	defer cancel()
+	fingerprints := map[string]string{}
+	{
+		p, _, err := bridgetest.Dial(ctx, wsURL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := p.Request(ctx, map[string]any{"type": "tools:servers", "id": 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list []struct{ Name, Fingerprint string }
+		json.Unmarshal(r.Fields["servers"], &list)
+		for _, s := range list {
+			fingerprints[s.Name] = s.Fingerprint
+		}
+		p.Close()
+	}
+	connectPage := func(ctx context.Context, name string) (*bridgetest.Page, error) {
+		p, _, err := bridgetest.Dial(ctx, wsURL, nil)
+		if err != nil {
+			return nil, err
+		}
+		r, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": "c", "server": name,
+			"fingerprint": fingerprints[name], "confirmed": true})
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		if r.OK == nil || !*r.OK {
+			p.Close()
+			return nil, fmt.Errorf("connect %s: %s", name, r)
+		}
+		return p, nil
+	}
+
+	// The bridge's RSS, sampled; VmHWM at the end is the peak.
+	var peakRSS atomic.Int64
+	sample := func() {
+		if kb := procStatusKB(bridgePid, "VmRSS:"); kb<<10 > peakRSS.Load() {
+			peakRSS.Store(kb << 10)
+		}
+	}
+
+	// The legitimate page: one echo call a second, from the start.
+	legit, err := connectPage(ctx, "legit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer legit.Close()
+	type outcome struct {
+		at      time.Time
+		latency time.Duration
+		err     string
+	}
+	var outcomes []outcome // owned by the legitimate caller until legitDone
+	legitDone := make(chan struct{})
+	start := time.Now()
+	attackFrom := start.Add(quiet)
+	end := attackFrom.Add(dur)
+	go func() {
+		defer close(legitDone)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for i := 0; time.Now().Before(end); i++ {
+			<-tick.C
+			sample()
+			arg := map[string]any{"n": i, "pad": strings.Repeat("x", 1024)}
+			t0 := time.Now()
+			cctx, ccancel := context.WithTimeout(ctx, 60*time.Second)
+			r, err := legit.Request(cctx, map[string]any{"type": "tools:call", "id": "legit-" + strconv.Itoa(i), "server": "legit", "tool": "echo", "arguments": arg})
+			ccancel()
+			o := outcome{at: t0, latency: time.Since(t0)}
+			switch {
+			case err != nil:
+				o.err = err.Error()
+			case r.OK == nil || !*r.OK:
+				o.err = r.String()
+			case !bytes.Contains(r.Fields["result"], []byte(`"n":`+strconv.Itoa(i)+`,`)):
+				o.err = "wrong result: " + string(r.Fields["result"])
+			}
+			outcomes = append(outcomes, o)
+		}
+	}()
+
+	// The attackers, from attackFrom to end.
+	for time.Now().Before(attackFrom) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	actx, acancel := context.WithDeadline(ctx, end)
+	defer acancel()
+	var wg sync.WaitGroup
+	var counts sync.Map // attack -> *atomic.Int64
+	count := func(name string) {
+		v, _ := counts.LoadOrStore(name, new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+	}
+	var violations sync.Map // a broken promise -> struct{}
+	attack := func(name string, n int, fn func(ctx context.Context) error) {
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for actx.Err() == nil {
+					err := fn(actx)
+					var v brokenPromise
+					switch {
+					case err == nil:
+						count(name)
+					case errors.As(err, &v):
+						violations.Store(name+": "+v.Error(), struct{}{})
+						count(name + " (broke a promise)")
+					case actx.Err() == nil:
+						count(name + " (failed: " + firstWords(err.Error()) + ")")
+						time.Sleep(200 * time.Millisecond)
+					}
+				}
+			}()
+		}
+	}
+	// Stalled frames.
+	frame := bytes.Repeat([]byte("x"), 1<<20)
+	attack("stalled 63 MiB frame", 10, func(ctx context.Context) error {
+		c, err := rawUpgrade(ctx, pp.addr, "/megane/builder-tools/ws?token="+token)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		hdr := []byte{0x81, 0x80 | 127, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0} // mask key 0
+		binary.BigEndian.PutUint64(hdr[2:10], 63<<20)
+		c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if _, err := c.Write(append(hdr, `{"type":"tools:servers","id":1,"pad":"`...)); err != nil {
+			return nil // closed: the bound at work
+		}
+		for i := 0; i < 60; i++ {
+			if _, err := c.Write(frame); err != nil {
+				return nil
+			}
+		}
+		select { // stall
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+		}
+		return nil
+	})
+	// A chatty tool to a page that reads.
+	attack("chatty progress call", 2, func(ctx context.Context) error {
+		p, err := connectPage(ctx, "chatty")
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": "x", "server": "chatty", "tool": "slow",
+			"arguments": map[string]any{"steps": 3000, "intervalMs": 0}})
+		if err != nil {
+			if p.CloseError() != nil && ctx.Err() == nil {
+				return brokenPromise{fmt.Sprintf("a page that reads was closed: %v", p.CloseError())}
+			}
+			return err
+		}
+		if r.OK == nil || !*r.OK {
+			return fmt.Errorf("chatty call: %s", r)
+		}
+		return nil
+	})
+	// A page that never reads its 8 MiB results.
+	attack("8 MiB results never read", 2, func(ctx context.Context) error {
+		p, err := connectPage(ctx, "big")
+		if err != nil {
+			return err
+		}
+		defer p.Drop()
+		for i := range 8 {
+			p.Send(map[string]any{"type": "tools:call", "id": i, "server": "big", "tool": "big", "arguments": map[string]any{"bytes": 8 << 20}})
+		}
+		select {
+		case <-p.Done(): // closed 4408 (it reads nothing; its reader only buffers)
+		case <-ctx.Done():
+		case <-time.After(20 * time.Second):
+		}
+		return nil
+	})
+	// A server that escapes its keeper.
+	attack("server kills its keeper", 1, func(ctx context.Context) error {
+		p, _, err := bridgetest.Dial(ctx, wsURL, nil)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		_, err = p.Request(ctx, map[string]any{"type": "tools:connect", "id": "c", "server": "escape",
+			"fingerprint": fingerprints["escape"], "confirmed": true})
+		time.Sleep(time.Second)
+		return err
+	})
+	// Results too deep to parse, and results that are not UTF-8.
+	attack("deep or not-UTF-8 result", 1, func(ctx context.Context) error {
+		p, err := connectPage(ctx, "big")
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		q, err := connectPage(ctx, "latin")
+		if err != nil {
+			return err
+		}
+		defer q.Close()
+		for i := 0; i < 5 && ctx.Err() == nil; i++ {
+			r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": i, "server": "big", "tool": "big", "arguments": map[string]any{"bytes": 1024, "depth": 100000}})
+			if err != nil {
+				return err
+			}
+			if r.OK != nil && *r.OK {
+				return brokenPromise{"a result too deep to parse was relayed"}
+			}
+			r, err = q.Request(ctx, map[string]any{"type": "tools:call", "id": i, "server": "latin", "tool": "badresult"})
+			if err != nil {
+				return err
+			}
+			if r.OK != nil && *r.OK {
+				return brokenPromise{"a result that is not UTF-8 was relayed"}
+			}
+		}
+		return nil
+	})
+	// Idle connections and unfinished chunk sequences.
+	attack("idle connection", 300, func(ctx context.Context) error {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", pp.addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(time.Until(end)))
+		_, _ = c.Read(make([]byte, 1)) // until the bridge closes it or the run ends
+		return nil
+	})
+	attack("unfinished chunk sequence", 2, func(ctx context.Context) error {
+		p, _, err := bridgetest.Dial(ctx, wsURL, nil)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		for i := range 4 {
+			p.Send(map[string]any{"type": "tools:chunk", "id": "seq-" + strconv.Itoa(i), "seq": 0, "count": 16,
+				"size": 15 << 20, "data": strings.Repeat("y", 1<<20)})
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+		}
+		return nil
+	})
+	for ctx.Err() == nil && time.Now().Before(end) {
+		sample()
+		time.Sleep(250 * time.Millisecond)
+	}
+	acancel()
+	wg.Wait()
+	<-legitDone
+	hwm := procStatusKB(bridgePid, "VmHWM:") << 10
+	peak := max(peakRSS.Load(), hwm)
+
+	// The escaping server's processes are gone once the bridge stops.
+	pp.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-pp.exited:
+	case <-time.After(40 * time.Second):
+		t.Errorf("the bridge did not stop within 40 s of SIGINT")
+	}
+	time.Sleep(500 * time.Millisecond)
+	left := markedProcs(marker)
+
+	var quietLat, attackLat []time.Duration
+	var failed []string
+	for _, o := range outcomes {
+		if o.err != "" {
+			failed = append(failed, fmt.Sprintf("%s: %s", o.at.Sub(start).Round(time.Second), o.err))
+			continue
+		}
+		if o.at.Before(attackFrom) {
+			quietLat = append(quietLat, o.latency)
+		} else {
+			attackLat = append(attackLat, o.latency)
+		}
+	}
+	var attacks []string
+	counts.Range(func(k, v any) bool {
+		attacks = append(attacks, fmt.Sprintf("%s ×%d", k, v.(*atomic.Int64).Load()))
+		return true
+	})
+	slices.Sort(attacks)
+	t.Logf("attacks run: %s", strings.Join(attacks, "; "))
+	t.Logf("abuse: every attack at once for %s against one bridge (memory_limit %d MiB), a legitimate echo call every second | peak RSS under the ceiling, no legitimate call lost, no escaped process left | peak RSS %d MiB; %d of %d legitimate calls answered; p50/p99 %s/%s quiet, %s/%s under attack; %d processes left",
+		dur, ceiling>>20, peak>>20, len(quietLat)+len(attackLat), len(outcomes),
+		pct(quietLat, 50), pct(quietLat, 99), pct(attackLat, 50), pct(attackLat, 99), len(left))
+	if peak >= ceiling {
+		t.Errorf("the bridge's RSS reached %d MiB, over its %d MiB ceiling", peak>>20, ceiling>>20)
+	}
+	if len(failed) > 0 || len(outcomes) == 0 {
+		t.Errorf("%d of %d legitimate calls failed: %s", len(failed), len(outcomes), strings.Join(failed, "; "))
+	}
+	if len(left) > 0 {
+		t.Errorf("processes of the tool servers left after the bridge stopped: %v", left)
+	}
+	violations.Range(func(k, _ any) bool {
+		t.Errorf("broken promise: %s", k)
+		return true
+	})
+	if t.Failed() {
+		t.Logf("bridge log (tail):\n%s", tail(pp.stderr.String(), 4000))
+	}
+}
+
+// brokenPromise is an attack's finding that the bridge broke a promise
+// (rather than the attack failing, which is the bound at work).
+type brokenPromise struct{ what string }
+
+func (b brokenPromise) Error() string { return b.what }
+
+// rawUpgrade opens a WebSocket to addr at path by hand and returns the
+// connection once the bridge answered 101, so that frames can be written
+// as they are (one frame header, then its payload in pieces).
+func rawUpgrade(ctx context.Context, addr, path string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", path, addr)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.SetReadDeadline(time.Time{})
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		c.Close()
+		return nil, fmt.Errorf("upgrade answered %s", resp.Status)
+	}
+	return c, nil
+}
+
+// procStatusKB is a "Name: N kB" field of /proc/<pid>/status, in KiB.
+func procStatusKB(pid int, field string) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, field); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// pct is the p-th percentile of ds (nearest rank), rounded for a log.
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[max(0, min(len(s)-1, i-1))].Round(100 * time.Microsecond)
+}
+
+// firstWords is the start of an error message, for counting kinds.
+func firstWords(s string) string {
+	if len(s) > 60 {
+		s = s[:60]
+	}
+	return s
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
