@@ -46,7 +46,7 @@ func defaultEntry(e env) bridge.ServerSpec {
 			ent.Warnings = append(ent.Warnings, fmt.Sprintf("%s runs through uvx: its first start downloads and builds it, which can take minutes; `uv tool install %s` makes it start at once", DefaultServerName, DefaultServerSource))
 		} else {
 			ent.Command = "uvx"
-			ent.Warnings = append(ent.Warnings, fmt.Sprintf("%s cannot start: neither %s nor uvx was found on PATH or in ~/.local/bin; install uv (https://docs.astral.sh/uv/getting-started/installation/), or the server itself with `uv tool install %s`", DefaultServerName, DefaultServerName, DefaultServerSource))
+			ent.Warnings = append(ent.Warnings, fmt.Sprintf("%s cannot start: neither %s nor uvx was found on PATH or in ~/.local/bin; install uv (https://docs.astral.sh/uv/getting-started/installation/), or the server itself with `uv tool install %s`; or offer it to nobody: {\"%s\": null} in MeganeBuilderTools.mcp_servers (default_server = false in megane_jupyter_bridge.toml)", DefaultServerName, DefaultServerName, DefaultServerSource, DefaultServerName))
 		}
 	}
 	ent.Fingerprint = Fingerprint(ent)

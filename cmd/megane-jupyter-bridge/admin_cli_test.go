@@ -200,7 +200,7 @@ func TestDoctor(t *testing.T) {
 			"tools/list ",
 			", 1 tools",
 			"ok:      server megane-builder-tools (fake-tools 1.2.3)",
-			"warning: no running Jupyter server found",
+			"ok:      no running Jupyter server found",
 			"no problems found",
 		} {
 			if !strings.Contains(out, want) {
@@ -257,7 +257,7 @@ func TestDoctor(t *testing.T) {
 			"error:   the bridge is not registered with jupyter-server-proxy: run megane-jupyter-bridge install",
 			"jupyter_server_config.d/megane.json sets ServerProxy, but Jupyter reads only",
 			`server "insecure": url must use https unless the host is loopback`,
-			"error:   server failing: does not start: ",
+			"warning: server failing: does not start: ",
 			"failing exited with status 3: fatal: license file /opt/x.lic not found",
 		} {
 			if !strings.Contains(out, want) {

@@ -141,11 +141,14 @@ Python and jupyter-server-proxy, the registration, the running Jupyter
 servers and every configured tool server; with --spawn, start each server and
 check its tools as check does. With --standalone, check what make run uses
 instead (its servers file; no Jupyter, so no Jupyter checks). Exit status 1
-when there is an error.`,
+when there is an error: something that keeps the bridge from serving pages.
+A tool server that cannot start is a warning (the bridge serves the others);
+--strict makes warnings fail too.`,
 		groups: []flagGroup{
 			{"Standalone (no Jupyter: make run)", []string{"standalone", "servers"}},
 			{"With Jupyter", []string{"jupyter-url", "python", "root-dir"}},
 			{"Starting the servers", []string{"spawn", "timeout"}},
+			{"Exit status", []string{"strict"}},
 		},
 	}
 	checkHelp = commandHelp{

@@ -180,8 +180,23 @@ func TestWheelInstall(t *testing.T) {
 	// launcher of its own (what pip install jupyter_server writes) comes
 	// first, so whatever launcher this machine has in /usr/bin never
 	// decides which Python doctor checks (CONFIG.md's order).
+	// And jupyter-server-proxy, which pip would pull in with the wheel:
+	// the real package (../shared/vendor), on PYTHONPATH; doctor only
+	// finds it (it needs jupyter_server >= 1.24 to run, newer than Debian
+	// 12's).
 	jupytertest.Launcher(t, filepath.Join(venv, "bin"), vpy)
-	doctorEnv := []string{"HOME=" + home, "LANG=C.UTF-8", "PATH=" + filepath.Join(venv, "bin") + ":" + jupytertest.HostPath(t, "python3"),
+	proxyLib := t.TempDir()
+	vendored, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "vendor", "jupyter-server-proxy-4.4.0", "jupyter_server_proxy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(vendored, "__init__.py")); err != nil {
+		t.Fatalf("the real jupyter-server-proxy is not in ../shared/vendor: %v", err)
+	}
+	if err := os.Symlink(vendored, filepath.Join(proxyLib, "jupyter_server_proxy")); err != nil {
+		t.Fatal(err)
+	}
+	doctorEnv := []string{"HOME=" + home, "LANG=C.UTF-8", "PATH=" + filepath.Join(venv, "bin") + ":" + jupytertest.HostPath(t, "python3"), "PYTHONPATH=" + proxyLib,
 		"JUPYTER_CONFIG_DIR=" + filepath.Dir(cfgFile), "JUPYTER_DATA_DIR=" + filepath.Join(home, "data"),
 		"JUPYTER_RUNTIME_DIR=" + filepath.Join(home, "runtime"), "JUPYTERHUB_SERVICE_PREFIX=/user/alice/", asProgramEnv + "=1"}
 	otherReg, _ := json.Marshal(map[string]any{"ServerProxy": map[string]any{"servers": map[string]any{
@@ -190,19 +205,34 @@ func TestWheelInstall(t *testing.T) {
 		name, config string
 		want         []string
 		unwanted     []string
+		warnings     int // exactly so many; -1: any
 	}{
 		{"entry point only", `{}`,
 			[]string{`ok:      registered with jupyter-server-proxy as "megane" through the jupyter_serverproxy_servers entry point megane (megane_jupyter_bridge:setup_megane) of megane-jupyter-bridge ` + version + `, running ` + bin + `: started as jupyter-server-proxy would for base_url /user/alice/ (JUPYTERHUB_SERVICE_PREFIX)`},
-			[]string{"not this binary", "registered twice", "not registered"}},
+			[]string{"not this binary", "registered twice", "not registered", "error:"},
+			// The image of CONFIG.md without uv: the default server cannot
+			// start, which is the one warning; doctor exits 0 (issue 26).
+			1},
 		{"configured registration of another binary", string(otherReg),
 			[]string{"warning: the bridge is registered twice: ServerProxy.servers.megane in " + cfgFile + " is served, not the entry point of megane-jupyter-bridge " + version + " (pip)",
 				`ok:      registered with jupyter-server-proxy as "megane" in ` + cfgFile},
-			nil},
+			nil, -1},
 	} {
 		os.WriteFile(cfgFile, []byte(tc.config), 0o600)
 		cmd := exec.Command(filepath.Join(venv, "bin", "megane-jupyter-bridge"), "doctor")
 		cmd.Env = doctorEnv
-		out, _ := cmd.CombinedOutput()
+		out, err := cmd.CombinedOutput()
+		if tc.warnings >= 0 {
+			if n := strings.Count(string(out), "\nwarning: ") + map[bool]int{true: 1}[strings.HasPrefix(string(out), "warning: ")]; err != nil || n != tc.warnings ||
+				!strings.Contains(string(out), "warning: megane-builder-tools cannot start: neither megane-builder-tools nor uvx was found") {
+				t.Errorf("doctor, %s: exit %v with %d warnings, want exit 0 with %d (megane-builder-tools cannot start):\n%s", tc.name, err, n, tc.warnings, out)
+			}
+			strictCmd := exec.Command(cmd.Path, "doctor", "--strict")
+			strictCmd.Env = doctorEnv
+			if out, err := strictCmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "--strict counts them") {
+				t.Errorf("doctor --strict, %s: exit %v, want 1 for the warning:\n%s", tc.name, err, out)
+			}
+		}
 		for _, w := range tc.want {
 			if !strings.Contains(string(out), w) {
 				t.Errorf("doctor, %s: lacks %q:\n%s", tc.name, w, out)
