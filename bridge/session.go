@@ -642,7 +642,7 @@ func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
 	_, err := s.cs.CallTool(ctx, params)
 	raw, rpcErr, got := slot.get()
 	var wire *jsonrpc.Error
-	if rpcErr == nil && errors.As(err, &wire) && wire.Code == stdio.CodeTooLarge {
+	if rpcErr == nil && errors.As(err, &wire) && (wire.Code == stdio.CodeTooLarge || wire.Code == stdio.CodeUnreadable) {
 		// The transport synthesized it without the tap seeing it.
 		rpcErr = &rpcError{Code: wire.Code, Message: wire.Message, Data: wire.Data}
 	}
@@ -660,6 +660,8 @@ func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
 			e.Limit = s.b.opts.ResultLimit
 		}
 		return nil, e
+	case rpcErr != nil && rpcErr.Code == stdio.CodeUnreadable:
+		return nil, errorf(CodeServerFailed, "%s: %s failed: %s", s.spec.Name, c.tool, rpcErr.Message)
 	case rpcErr != nil:
 		return nil, errorf(CodeServerFailed, "%s: %s (JSON-RPC error %d)", s.spec.Name, rpcErr.Message, rpcErr.Code)
 	case got:

@@ -140,6 +140,15 @@ type Mode struct {
 	// arguments and result; a call to that tool returns the file's result,
 	// compacted, whatever the arguments.
 	FixtureCalls map[string]string `json:"fixtureCalls,omitempty"`
+	// ListPadBytes and ListPadDepth make every tools/list result carry
+	// one more member: "padding", a string of ListPadBytes bytes, and
+	// "nesting", ListPadDepth arrays nested in each other; a listing too
+	// large or too deep to parse. Each is left out when zero.
+	ListPadBytes int64 `json:"listPadBytes,omitempty"`
+	ListPadDepth int   `json:"listPadDepth,omitempty"`
+	// RawInstructions, when set, is initialize's instructions value as
+	// sent, in place of Instructions: text that need not be UTF-8.
+	RawInstructions json.RawMessage `json:"rawInstructions,omitempty"`
 	// Tools are extra raw tool definitions appended to the listing. A call to
 	// one of them (without a FixtureCalls entry) answers like echo.
 	Tools []json.RawMessage `json:"tools,omitempty"`

@@ -502,6 +502,9 @@ func (s *server) handleLine(line []byte) {
 		if s.mode.Instructions != "" {
 			res["instructions"] = s.mode.Instructions
 		}
+		if s.mode.RawInstructions != nil {
+			res["instructions"] = s.mode.RawInstructions
+		}
 		s.reply(m.ID, res)
 	case "notifications/initialized":
 		s.journal.add(entry)
@@ -659,6 +662,16 @@ func (s *server) list(id, params json.RawMessage) {
 	b.WriteString(`]`)
 	if end < len(tools) {
 		fmt.Fprintf(&b, `,"nextCursor":"%d"`, end)
+	}
+	if n := s.mode.ListPadBytes; n > 0 {
+		b.WriteString(`,"padding":"`)
+		b.Write(bytes.Repeat([]byte("x"), int(n)))
+		b.WriteByte('"')
+	}
+	if n := s.mode.ListPadDepth; n > 0 {
+		b.WriteString(`,"nesting":`)
+		b.Write(bytes.Repeat([]byte("["), n))
+		b.Write(bytes.Repeat([]byte("]"), n))
 	}
 	b.WriteString(`}`)
 	s.replyRaw(id, b.Bytes())
