@@ -1,12 +1,16 @@
 package bridge_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
@@ -105,4 +109,65 @@ func TestUnparseableResultFailsAtOnce(t *testing.T) {
 		})
 	}
 	t.Logf("abuse: a result or listing too deep (%d nested arrays) or too large to parse, stdio and HTTP | its call or connect fails at once, naming why, within %s | slowest answer %s", depth, bound, slowest.Round(time.Millisecond))
+}
+
+// TestServerTextNotUTF8: bytes that are not UTF-8 from a tool server never
+// reach the page (a text frame must be UTF-8: browsers and Node drop the
+// socket, and every call of the tab with it). A result that is not UTF-8
+// fails its call server-failed, naming the server and the byte; a tool
+// whose definition is not is left out of the listing and named in
+// droppedTools; serverInfo and instructions are shown with U+FFFD in place
+// of such bytes. The tab carries on: its next call is answered.
+func TestServerTextNotUTF8(t *testing.T) {
+	ctx := testCtx(t, time.Minute)
+	dir := t.TempDir()
+	// Files, not the Mode: the environment cannot carry such bytes to the
+	// server.
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	spec := fakeServer(t, "latin", bridgetest.Mode{
+		SelfFile: write("self.json", "{\"serverInfo\":{\"name\":\"latin\",\"version\":\"1\",\"title\":\"Caf\xe9\"},\"instructions\":\"Units: \xb5m\"}"),
+		FixtureList: write("list.json", "{\"tools\":[{\"name\":\"badtool\",\"description\":\"caf\xe9\",\"inputSchema\":{\"type\":\"object\"}},"+
+			`{"name":"badresult","inputSchema":{"type":"object"}},{"name":"echo","inputSchema":{"type":"object"}}]}`),
+		FixtureCalls: map[string]string{"badresult": write("bad-result.json", "{\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"ok \xff\xfe bytes\"}]}}")},
+	})
+	h := newHarness(t, bridge.Options{}, spec)
+	p := h.page(ctx)
+	r := connect(t, ctx, p, "c", spec)
+	var dropped []struct{ Name, Reason string }
+	if err := json.Unmarshal(r.Fields["droppedTools"], &dropped); err != nil || len(dropped) != 1 || dropped[0].Name != "badtool" || !strings.Contains(dropped[0].Reason, "not valid UTF-8: byte") {
+		t.Errorf("droppedTools = %s, want badtool, not valid UTF-8", r.Fields["droppedTools"])
+	}
+	if bytes.Contains(r.Fields["tools"], []byte("badtool")) {
+		t.Errorf("badtool is still listed: %s", r.Fields["tools"])
+	}
+	if !strings.Contains(string(r.Fields["serverInfo"]), "Caf\uFFFD") || !strings.Contains(string(r.Fields["instructions"]), "\uFFFDm") {
+		t.Errorf("serverInfo %s and instructions %s: want U+FFFD in place of the bytes", r.Fields["serverInfo"], r.Fields["instructions"])
+	}
+	r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": "bad", "server": "latin", "tool": "badresult"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustErr(t, r, bridge.CodeServerFailed)
+	if !strings.Contains(r.Error.Message, "latin: the result of badresult is not valid UTF-8 (byte 38 of it is 0xff)") {
+		t.Errorf("the message does not name the server and the byte: %q", r.Error.Message)
+	}
+	r, err = p.Request(ctx, map[string]any{"type": "tools:call", "id": "then", "server": "latin", "tool": "echo", "arguments": map[string]any{"s": "é"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, r)
+	bad := 0
+	for _, m := range p.All() {
+		if !utf8.Valid(m.Raw) {
+			bad++
+			t.Errorf("the page received a message that is not UTF-8: %q", m.Raw)
+		}
+	}
+	t.Logf("abuse: bytes not UTF-8 in a result, a tool, serverInfo and instructions | never in a text frame: the call fails server-failed, the tool is dropped, the text gets U+FFFD | %d of %d messages not UTF-8, the tab's next call answered", bad, len(p.All()))
 }

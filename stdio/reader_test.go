@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -352,4 +353,38 @@ func TestStdioReaderScannerEscapes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzResponseID: ResponseID reads untrusted text without decoding it; it
+// never panics, and where a JSON decoder can read the message too, the id
+// it finds is the message's top-level id.
+func FuzzResponseID(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{}}`,
+		`{"jsonrpc":"2.0","result":{"id":2},"id":"x\"y"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"m","result":1}`,
+		`{"jsonrpc":"2.0","id":[4],"error":{}}`,
+		`{"jsonrpc":"2.0","id":5,"result":[[[[`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		id, ok := ResponseID(msg)
+		if !ok {
+			return
+		}
+		var whole struct {
+			ID any `json:"id"`
+		}
+		if json.Unmarshal(msg, &whole) != nil {
+			return
+		}
+		var got any
+		if err := json.Unmarshal(id, &got); err != nil {
+			t.Fatalf("ResponseID(%q) = %q, not JSON: %v", msg, id, err)
+		}
+		if !reflect.DeepEqual(got, whole.ID) {
+			t.Fatalf("ResponseID(%q) = %s, the decoder reads %v", msg, id, whole.ID)
+		}
+	})
 }

@@ -146,9 +146,12 @@ type Mode struct {
 	// large or too deep to parse. Each is left out when zero.
 	ListPadBytes int64 `json:"listPadBytes,omitempty"`
 	ListPadDepth int   `json:"listPadDepth,omitempty"`
-	// RawInstructions, when set, is initialize's instructions value as
-	// sent, in place of Instructions: text that need not be UTF-8.
-	RawInstructions json.RawMessage `json:"rawInstructions,omitempty"`
+	// SelfFile, when set, is a JSON file whose "serverInfo" and
+	// "instructions" values, each when present, are initialize's as sent,
+	// in place of ServerInfo and Instructions: text that need not be
+	// UTF-8, which the environment cannot carry to the server (the
+	// keeper's re-encoding makes it valid).
+	SelfFile string `json:"selfFile,omitempty"`
 	// Tools are extra raw tool definitions appended to the listing. A call to
 	// one of them (without a FixtureCalls entry) answers like echo.
 	Tools []json.RawMessage `json:"tools,omitempty"`

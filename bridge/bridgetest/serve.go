@@ -181,7 +181,11 @@ type server struct {
 	fixtureTools [][]byte          // compacted fixture tools; read-only after start
 	extraTools   [][]byte          // compacted Mode.Tools; read-only after start
 	fixtureCalls map[string][]byte // tool name to compacted result; read-only after start
-	known        map[string]bool   // names in fixtureTools and extraTools; read-only after start
+	self         struct {          // Mode.SelfFile's values; read-only after start
+		ServerInfo   json.RawMessage `json:"serverInfo"`
+		Instructions json.RawMessage `json:"instructions"`
+	}
+	known map[string]bool // names in fixtureTools and extraTools; read-only after start
 
 	calls sync.WaitGroup // one per tools/call goroutine
 
@@ -332,6 +336,15 @@ func (s *server) loadFixtures() error {
 		}
 		s.extraTools = append(s.extraTools, c)
 		s.known[name] = true
+	}
+	if s.mode.SelfFile != "" {
+		data, err := os.ReadFile(s.mode.SelfFile)
+		if err != nil {
+			return fmt.Errorf("self file: %w", err)
+		}
+		if err := json.Unmarshal(data, &s.self); err != nil {
+			return fmt.Errorf("self file %s: %w", s.mode.SelfFile, err)
+		}
 	}
 	s.fixtureCalls = map[string][]byte{}
 	for name, path := range s.mode.FixtureCalls {
@@ -502,8 +515,11 @@ func (s *server) handleLine(line []byte) {
 		if s.mode.Instructions != "" {
 			res["instructions"] = s.mode.Instructions
 		}
-		if s.mode.RawInstructions != nil {
-			res["instructions"] = s.mode.RawInstructions
+		if s.self.ServerInfo != nil {
+			res["serverInfo"] = s.self.ServerInfo
+		}
+		if s.self.Instructions != nil {
+			res["instructions"] = s.self.Instructions
 		}
 		s.reply(m.ID, res)
 	case "notifications/initialized":
