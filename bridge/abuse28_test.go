@@ -1,12 +1,14 @@
 package bridge_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -170,4 +172,114 @@ func TestServerTextNotUTF8(t *testing.T) {
 		}
 	}
 	t.Logf("abuse: bytes not UTF-8 in a result, a tool, serverInfo and instructions | never in a text frame: the call fails server-failed, the tool is dropped, the text gets U+FFFD | %d of %d messages not UTF-8, the tab's next call answered", bad, len(p.All()))
+}
+
+// TestChattyServerKeepsItsPage: a page that reads is never closed for
+// what others make it receive. A tool that sends 2,000 progress
+// notifications in a tight loop (four such calls at once) used to fill the
+// tab's 256-message queue and close a page reading as fast as it could with
+// 4408, losing its calls on other servers; and so did a page that sent
+// more than 256 requests before it read. Now a call's progress still
+// queued is replaced by the next, and the queue is bounded in bytes only.
+// Bounds: the reading page is not closed, gets every result (the chatty
+// calls' last progress before their result) and its calls on another
+// server; the page that sent 20,000 requests before reading gets 20,000
+// answers; a page that truly does not read is still closed with 4408 once
+// its queue passes OutboundBytes (1 MiB there).
+func TestChattyServerKeepsItsPage(t *testing.T) {
+	chatty := fakeServer(t, "chatty", bridgetest.Mode{})
+	other := fakeServer(t, "other", bridgetest.Mode{})
+	h := newHarness(t, bridge.Options{}, chatty, other)
+	ctx := testCtx(t, 2*time.Minute)
+	addr := strings.TrimPrefix(h.srv.URL, "http://")
+
+	t.Run("chatty server", func(t *testing.T) {
+		p := h.page(ctx)
+		connect(t, ctx, p, "c1", chatty)
+		connect(t, ctx, p, "c2", other)
+		const steps, calls = 2000, 4
+		for i := range calls {
+			if err := p.Send(map[string]any{"type": "tools:call", "id": i, "server": "chatty", "tool": "slow",
+				"arguments": map[string]any{"steps": steps, "intervalMs": 0, "tag": "flood"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 20 {
+			r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": "o" + strconv.Itoa(i), "server": "other", "tool": "echo", "arguments": map[string]any{"i": i}})
+			if err != nil {
+				t.Fatalf("call %d on the other server: %v (%v)", i, err, p.Err())
+			}
+			mustOK(t, r)
+		}
+		for i := range calls {
+			r, err := p.Reply(ctx, "tools:call", i)
+			if err != nil {
+				t.Fatalf("chatty call %d: %v (%v)", i, err, p.Err())
+			}
+			mustOK(t, r)
+		}
+		progress, last := 0, map[string]float64{}
+		for _, m := range p.All() {
+			if m.Type == "tools:closing" {
+				t.Fatalf("the page was closed: %s", m)
+			}
+			if m.Type == "tools:progress" {
+				progress++
+				var v struct{ Progress float64 }
+				_ = json.Unmarshal(m.Raw, &v)
+				last[string(m.ID)] = v.Progress
+			}
+		}
+		for i := range calls {
+			if last[strconv.Itoa(i)] != steps {
+				t.Errorf("call %d: last progress %v, want %d", i, last[strconv.Itoa(i)], steps)
+			}
+		}
+		t.Logf("abuse: a tool sends %d progress notifications in a tight loop, %d calls at once, to a page that reads | the page is never closed; its calls on another server and the final results arrive | %d of %d progress delivered (the rest replaced while queued), 20 of 20 other calls and %d of %d results", steps, calls, progress, steps*calls, calls, calls)
+	})
+
+	t.Run("requests before reading", func(t *testing.T) {
+		const n = 20000
+		conn := rawDial(t, addr)
+		defer conn.Close()
+		req, _ := json.Marshal(map[string]any{"type": "tools:servers", "id": 1})
+		for range n {
+			writeMaskedText(t, conn, req)
+		}
+		r := bufio.NewReader(conn)
+		conn.SetReadDeadline(time.Now().Add(time.Minute))
+		got := 0
+		for got < n {
+			_, opcode, payload, err := tryReadFrame(r)
+			if err != nil || opcode == 8 || strings.Contains(string(payload), `"tools:closing"`) {
+				t.Fatalf("after %d answers: %v %.200s", got, err, payload)
+			}
+			got++
+		}
+		t.Logf("abuse: a page sends %d requests before it reads | not closed: every answer arrives | %d of %d answers", n, got, n)
+	})
+
+	t.Run("page that does not read", func(t *testing.T) {
+		h2 := newHarness(t, bridge.Options{OutboundBytes: 1 << 20})
+		conn := rawDial(t, strings.TrimPrefix(h2.srv.URL, "http://"))
+		defer conn.Close()
+		req, _ := json.Marshal(map[string]any{"type": "tools:servers", "id": 1})
+		start := time.Now()
+		sent := 0
+		for ; sent < 200000; sent++ {
+			if strings.Contains(h2.logBuf.String(), "tab not reading") {
+				break
+			}
+			conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			hdr := []byte{0x81, 0x80 | byte(len(req)), 0, 0, 0, 0}
+			if _, err := conn.Write(append(hdr, req...)); err != nil {
+				break // the bridge closed the socket
+			}
+		}
+		took := time.Since(start)
+		if !strings.Contains(h2.logBuf.String(), "tab not reading") {
+			t.Fatalf("a page that read nothing after %d requests was not closed", sent)
+		}
+		t.Logf("abuse: a page sends requests and never reads | closed with 4408 once its queue passes OutboundBytes (1 MiB) | closed after %d requests, %s", sent, took.Round(time.Millisecond))
+	})
 }

@@ -42,11 +42,16 @@ type Options struct {
 	// MaxPendingConnects: tools:connect requests in flight (waiting for a
 	// server's start) per tab; more are answered busy. If zero, 8.
 	MaxPendingConnects int
-	OutboundQueue      int // messages queued for one tab; if zero, 256. A tab whose queue is full is closed with 4408.
-	// OutboundBytes bounds the bytes queued for one tab: a tab whose
-	// queue would grow past it is not reading and is closed with 4408. If
-	// zero, ResultLimit + 16 MiB (one largest result and the small
-	// messages around it).
+	// OutboundBytes bounds the bytes queued for one tab, each message
+	// counted with 128 bytes more (its entry): a tab whose queue would grow
+	// past it is not reading and is closed with 4408. The queue is bounded
+	// in bytes only, never in messages, and a call's progress waiting in it
+	// is replaced by the next (superseded progress costs nothing), so a page
+	// that reads is never closed for a chatty server or for many requests
+	// sent before it reads. A page that stops reading in the middle of a
+	// frame is cut when that write passes WriteTimeout. If zero,
+	// ResultLimit + 16 MiB (one largest result and the small messages
+	// around it).
 	OutboundBytes int64
 	// OutboundTotal bounds the bytes queued for all tabs together: past
 	// it, the tab with the most queued is closed with 4408 until the total
@@ -148,9 +153,6 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxPendingConnects == 0 {
 		o.MaxPendingConnects = 8
-	}
-	if o.OutboundQueue == 0 {
-		o.OutboundQueue = 256
 	}
 	def(&o.OutboundBytes, o.ResultLimit+16<<20)
 	def(&o.OutboundTotal, 1<<30)
