@@ -110,7 +110,7 @@ bench:
 
 # The abuse tests (issue 12), heavy where they have a heavy version (20,000
 # idle connections; CI runs 2,000), as a table: attack, bound, measured.
-ABUSE_TESTS := TestIdleConnectionsDoNotLockOutPages|TestOrphanedBridgeExits|TestStrangerAtParentAddress|TestSpawnChurn|TestPendingConnectsBounded|TestHalfSentChunkReleased|TestChunkMemoryShared|TestSlowReadersBoundedInBytes|TestMemoryCeilingRefusesNewWork|TestTimeoutBeyondDuration|TestArgumentsNotText|TestUnparseableResultFailsAtOnce|TestServerTextNotUTF8|TestChattyServerKeepsItsPage
+ABUSE_TESTS := TestIdleConnectionsDoNotLockOutPages|TestOrphanedBridgeExits|TestStrangerAtParentAddress|TestSpawnChurn|TestPendingConnectsBounded|TestHalfSentChunkReleased|TestChunkMemoryShared|TestSlowReadersBoundedInBytes|TestMemoryCeilingRefusesNewWork|TestTimeoutBeyondDuration|TestArgumentsNotText|TestUnparseableResultFailsAtOnce|TestServerTextNotUTF8|TestChattyServerKeepsItsPage|TestStalledFramesBounded
 abuse:
 	@MEGANE_ABUSE_CONNS=20000 $(GO) test -count=1 -run '^($(ABUSE_TESTS))$$' -v ./bridge ./cmd/megane-jupyter-bridge > bin/abuse.log 2>&1; status=$$?; \
 	echo "| attack | bound | measured |"; echo "|---|---|---|"; \

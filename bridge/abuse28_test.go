@@ -3,13 +3,18 @@ package bridge_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -282,4 +287,86 @@ func TestChattyServerKeepsItsPage(t *testing.T) {
 		}
 		t.Logf("abuse: a page sends requests and never reads | closed with 4408 once its queue passes OutboundBytes (1 MiB) | closed after %d requests, %s", sent, took.Round(time.Millisecond))
 	})
+}
+
+// TestStalledFramesBounded: tabs that each send most of a large frame and
+// then stop hold, together, no more than InboundMemory (the frames are read
+// in pieces, each counted before it is read), and the tabs that cannot
+// have their share are closed with 1013 and a reason; another user's
+// connect and call are still answered, and the memory is handed back once
+// the tabs are gone. Before the budget, 24 such tabs held 2.3 GB against a
+// 1 GiB ceiling and everyone else was answered busy. Bounds: the heap grows
+// by at most InboundMemory (32 MiB) + 16 MiB while 8 tabs stall with
+// 12 MiB each (96 MiB sent); it is back within 16 MiB once they close.
+func TestStalledFramesBounded(t *testing.T) {
+	spec := fakeServer(t, "fake", bridgetest.Mode{})
+	const budget, tabs, frame, sent = 32 << 20, 8, 15 << 20, 12 << 20
+	h := newHarness(t, bridge.Options{InboundMemory: budget, InboundLimit: 16 << 20}, spec)
+	ctx := testCtx(t, 2*time.Minute)
+	addr := strings.TrimPrefix(h.srv.URL, "http://")
+	hdr := []byte{0x81, 0x80 | 127, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	binary.BigEndian.PutUint64(hdr[2:10], frame)
+	payload := append(append(hdr, `{"type":"tools:servers","id":1,"pad":"`...), bytes.Repeat([]byte("x"), sent)...)
+	base := heapAlloc()
+	debug.FreeOSMemory()
+	baseMapped := heldBytes()
+
+	// Each attacker: the header of a 15 MiB text frame (mask 0: the payload
+	// as is), 12 MiB of it, then nothing.
+	conns := make([]net.Conn, tabs)
+	var wg sync.WaitGroup
+	for i := range conns {
+		conns[i] = rawDial(t, addr)
+		defer conns[i].Close()
+		wg.Add(1)
+		go func(c net.Conn) {
+			defer wg.Done()
+			c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			_, _ = c.Write(payload) // fails once the bridge closes the tab
+		}(conns[i])
+	}
+	wg.Wait()
+	time.Sleep(3 * time.Second) // the closed tabs' readers end within 2 s
+	held := heapAlloc()
+
+	// Another user's page is served meanwhile.
+	p := h.page(ctx)
+	connect(t, ctx, p, "c", spec)
+	r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": "e", "server": "fake", "tool": "echo", "arguments": map[string]any{"x": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, r)
+
+	closed := 0
+	for _, c := range conns {
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		br := bufio.NewReader(c)
+		for {
+			_, _, payload, err := tryReadFrame(br)
+			if err != nil {
+				break
+			}
+			if strings.Contains(string(payload), `"tools:closing"`) && strings.Contains(string(payload), "1013") {
+				closed++
+				break
+			}
+		}
+		c.Close()
+	}
+	waitFor(t, 10*time.Second, "the tabs to end", func() bool { return strings.Count(h.logBuf.String(), "tab closed") >= tabs })
+	mapped := heldBytes() // not collected first: what the bridge handed back itself
+	after := heapAlloc()
+	runtime.KeepAlive(payload)
+	t.Logf("abuse: %d tabs each send %d MiB of a %d MiB frame and stall | at most InboundMemory (%d MiB) + 16 MiB held; 1013 for those over their share; another page served; memory back within 16 MiB (heap) and 32 MiB (mapped) | heap +%d MiB while stalled, +%d MiB after (mapped %+d MiB); %d tabs closed with 1013; the other page's connect and call answered",
+		tabs, sent>>20, frame>>20, budget>>20, (held-base)>>20, (after-base)>>20, (mapped-baseMapped)>>20, closed)
+	if held-base > budget+16<<20 {
+		t.Errorf("the stalled frames hold %d MiB; the bound is %d MiB", (held-base)>>20, (budget+16<<20)>>20)
+	}
+	if closed == 0 {
+		t.Errorf("no stalled tab was closed with 1013")
+	}
+	if after-base > 16<<20 || mapped-baseMapped > 32<<20 {
+		t.Errorf("%d MiB still held after the tabs closed (%d MiB mapped)", (after-base)>>20, (mapped-baseMapped)>>20)
+	}
 }

@@ -28,7 +28,18 @@ type Options struct {
 
 	FrameLimit   int64 // largest frame sent to a page; if zero, 8 MiB
 	InboundLimit int64 // largest page message, whole or reassembled; if zero, 64 MiB
-	ResultLimit  int64 // largest tools/call result accepted from a server; if zero, 256 MiB
+	// InboundMemory bounds the bytes of the frames all tabs are sending
+	// together: a frame is read in pieces, each counted before it is read,
+	// until it has been handled (a page that sends most of a large frame
+	// and stops holds only what it sent, and only within this). When a
+	// piece does not fit, the tab that cannot have its share is closed
+	// with 1013 and a reason: the tab itself if it would hold more than an
+	// equal share among the tabs reading a frame, else the tab holding the
+	// most. Small frames of other pages are always read. If zero, a
+	// quarter of MemoryLimit (256 MiB with the defaults), or 256 MiB when
+	// there is no ceiling; never less than 1 MiB.
+	InboundMemory int64
+	ResultLimit   int64 // largest tools/call result accepted from a server; if zero, 256 MiB
 	// MemoryLimit is the bridge's memory ceiling: above 90% of it (the Go
 	// runtime's memory, /memory/classes/total:bytes), new connects, calls
 	// and chunk sequences are refused with busy and a reason, while the
@@ -174,6 +185,13 @@ func (o *Options) setDefaults() {
 	}
 	def(&o.ReleaseAfter, 16<<20)
 	def(&o.MemoryLimit, 3*o.ResultLimit+256<<20)
+	if o.InboundMemory == 0 {
+		o.InboundMemory = 256 << 20
+		if o.MemoryLimit > 0 {
+			o.InboundMemory = o.MemoryLimit / 4
+		}
+	}
+	o.InboundMemory = max(o.InboundMemory, 1<<20)
 	if o.FrameLimit < 4096 {
 		o.FrameLimit = 4096
 	}
@@ -206,6 +224,7 @@ type Bridge struct {
 	routes   *routes      // set by New
 	mem      *memoryGauge // set by New
 	chunks   *chunkPool   // set by New; the bytes of every tab's incomplete chunk sequences (Options.ChunkMemory)
+	inbound  *inboundPool // set by New; the bytes of the frames tabs are sending (Options.InboundMemory)
 }
 
 // New returns a Bridge. It starts nothing until a page connects.
@@ -225,6 +244,7 @@ func New(opts Options) *Bridge {
 	b.routes = newRoutes(opts.BaseURL, log)
 	b.mem = newMemoryGauge()
 	b.chunks = &chunkPool{limit: opts.ChunkMemory}
+	b.inbound = newInboundPool(opts.InboundMemory)
 	b.upgrader = websocket.Upgrader{
 		ReadBufferSize:  32 << 10,
 		WriteBufferSize: 32 << 10,

@@ -55,6 +55,7 @@ const (
 	CloseNormal        = 1000
 	CloseGoingAway     = 1001
 	CloseTooBig        = 1009
+	CloseTryLater      = 1013 // the inbound memory of all tabs is full (Options.InboundMemory)
 	CloseBinary        = 4400
 	CloseNoCredentials = 4401
 	CloseForbidden     = 4403
@@ -63,7 +64,7 @@ const (
 )
 
 // CloseCodes lists every close code the bridge may send.
-var CloseCodes = []int{CloseNormal, CloseGoingAway, CloseTooBig, CloseBinary,
+var CloseCodes = []int{CloseNormal, CloseGoingAway, CloseTooBig, CloseTryLater, CloseBinary,
 	CloseNoCredentials, CloseForbidden, CloseSlowReader, CloseUnavailable}
 
 // protoError is a failed reply's error object. Extra fields are merged in.

@@ -469,6 +469,7 @@ func (t *tab) readLoop() {
 		t.push(errorReply(typeChunk, json.RawMessage(id), errorf(CodeBadRequest, "chunk sequence %s was not completed in time", id)))
 	}
 	defer re.closeAll()
+	defer t.releaseInbound(true)
 	lastExpire := time.Now()
 	for {
 		typ, r, err := c.NextReader()
@@ -483,7 +484,7 @@ func (t *tab) readLoop() {
 			t.closeWith(CloseBinary, "binary frames are not supported: send text frames of JSON")
 			return
 		}
-		frame, err := io.ReadAll(r)
+		frame, err := t.readFrame(r)
 		if err != nil {
 			if errors.Is(err, websocket.ErrReadLimit) {
 				t.closeWith(CloseTooBig, "a frame exceeded the inbound limit; send large messages as tools:chunk frames")
@@ -496,34 +497,41 @@ func (t *tab) readLoop() {
 				t.push(errorReply(typeChunk, json.RawMessage(id), errorf(CodeBadRequest, "chunk sequence %s was not completed in time", id)))
 			}
 		}
-		msg, perr := decodeEnvelope(frame)
-		if perr != nil {
-			t.push(errorReply(msg.Type, msg.ID, perr))
-			continue
-		}
-		if msg.Type == typeChunk {
-			whole, ignore, perr := re.add(msg.ID, frame)
-			switch {
-			case ignore:
-				continue
-			case perr != nil:
-				t.push(errorReply(typeChunk, msg.ID, perr))
-				continue
-			case whole == nil:
-				continue
-			}
-			inner, perr := decodeEnvelope(whole)
-			if perr == nil && inner.Type == typeChunk {
-				perr = errorf(CodeBadRequest, "a chunk sequence cannot carry another tools:chunk")
-			}
-			if perr != nil {
-				t.push(errorReply(inner.Type, inner.ID, perr))
-				continue
-			}
-			msg = inner
-		}
-		t.dispatch(msg)
+		t.handleFrame(re, frame)
+		t.releaseInbound(false)
 	}
+}
+
+// handleFrame decodes one frame and acts on it, or on the whole message a
+// tools:chunk frame completes.
+func (t *tab) handleFrame(re *reassembler, frame []byte) {
+	msg, perr := decodeEnvelope(frame)
+	if perr != nil {
+		t.push(errorReply(msg.Type, msg.ID, perr))
+		return
+	}
+	if msg.Type == typeChunk {
+		whole, ignore, perr := re.add(msg.ID, frame)
+		switch {
+		case ignore:
+			return
+		case perr != nil:
+			t.push(errorReply(typeChunk, msg.ID, perr))
+			return
+		case whole == nil:
+			return
+		}
+		inner, perr := decodeEnvelope(whole)
+		if perr == nil && inner.Type == typeChunk {
+			perr = errorf(CodeBadRequest, "a chunk sequence cannot carry another tools:chunk")
+		}
+		if perr != nil {
+			t.push(errorReply(inner.Type, inner.ID, perr))
+			return
+		}
+		msg = inner
+	}
+	t.dispatch(msg)
 }
 
 // dispatch acts on one whole page message. Only the six request types are
