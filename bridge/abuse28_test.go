@@ -190,7 +190,8 @@ func TestServerTextNotUTF8(t *testing.T) {
 // calls' last progress before their result) and its calls on another
 // server; the page that sent 20,000 requests before reading gets 20,000
 // answers; a page that truly does not read is still closed with 4408 once
-// its queue passes OutboundBytes (1 MiB there).
+// its queue passes OutboundBytes (1 MiB there), or, when what it is sent
+// never piles up, cut once a write stalls past WriteTimeout (2 s there).
 func TestChattyServerKeepsItsPage(t *testing.T) {
 	chatty := fakeServer(t, "chatty", bridgetest.Mode{})
 	other := fakeServer(t, "other", bridgetest.Mode{})
@@ -286,6 +287,30 @@ func TestChattyServerKeepsItsPage(t *testing.T) {
 			t.Fatalf("a page that read nothing after %d requests was not closed", sent)
 		}
 		t.Logf("abuse: a page sends requests and never reads | closed with 4408 once its queue passes OutboundBytes (1 MiB) | closed after %d requests, %s", sent, took.Round(time.Millisecond))
+	})
+
+	t.Run("page that does not read a chatty call", func(t *testing.T) {
+		// Its progress never piles up (each replaces the last), so it is
+		// the stalled write that ends it: cut once a write passes
+		// WriteTimeout, its call cancelled.
+		const writeTimeout = 2 * time.Second
+		h3 := newHarness(t, bridge.Options{WriteTimeout: writeTimeout}, chatty)
+		conn := rawDial(t, strings.TrimPrefix(h3.srv.URL, "http://"))
+		defer conn.Close()
+		br := bufio.NewReader(conn)
+		b, _ := json.Marshal(map[string]any{"type": "tools:connect", "id": 1, "server": "chatty", "fingerprint": chatty.Fingerprint, "confirmed": true})
+		writeMaskedText(t, conn, b)
+		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if _, _, payload := readFrame(t, br); !strings.Contains(string(payload), `"ok":true`) {
+			t.Fatalf("connect: %.300s", payload)
+		}
+		b, _ = json.Marshal(map[string]any{"type": "tools:call", "id": 2, "server": "chatty", "tool": "slow",
+			"arguments": map[string]any{"steps": 10_000_000, "intervalMs": 0}})
+		start := time.Now()
+		writeMaskedText(t, conn, b)
+		waitFor(t, writeTimeout+20*time.Second, "the tab to be cut", func() bool { return strings.Contains(h3.logBuf.String(), "writing to the tab failed") })
+		took := time.Since(start)
+		t.Logf("abuse: a chatty call streams progress to a page that never reads | cut once a write stalls past WriteTimeout (%s), after the socket buffers fill | cut after %s", writeTimeout, took.Round(time.Millisecond))
 	})
 }
 

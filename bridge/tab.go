@@ -418,6 +418,10 @@ func (t *tab) writeLoop() {
 			t.sent(m.n)
 			t.b.releaseMemory(m.parts)
 			if err != nil {
+				// A write that stalls past WriteTimeout is a page that
+				// stopped reading in the middle of a frame: no close frame
+				// can follow, so the connection is cut, and the log says why.
+				t.b.log.Warn("writing to the tab failed: cutting it", "tab", t.id, "error", err)
 				t.closeWith(CloseNormal, "")
 				t.conn.Close() // unblocks the read loop
 				return
