@@ -421,7 +421,7 @@ func (t *tab) writeLoop() {
 				// A write that stalls past WriteTimeout is a page that
 				// stopped reading in the middle of a frame: no close frame
 				// can follow, so the connection is cut, and the log says why.
-				t.b.log.Warn("writing to the tab failed: cutting it", "tab", t.id, "error", err)
+				t.b.log.Info("writing to the tab failed: cutting it", "tab", t.id, "error", err)
 				t.closeWith(CloseNormal, "")
 				t.conn.Close() // unblocks the read loop
 				return
