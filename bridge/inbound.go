@@ -109,13 +109,6 @@ func (p *inboundPool) end(t *tab) int64 {
 	return n
 }
 
-// inUse is the bytes counted now.
-func (p *inboundPool) inUse() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.used
-}
-
 // readFrame reads one frame's payload from r in pieces, each counted
 // against the inbound budget before it is read; the caller hands the count
 // back (inbound.release) once the frame has been handled. A frame read in
