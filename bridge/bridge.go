@@ -28,7 +28,18 @@ type Options struct {
 
 	FrameLimit   int64 // largest frame sent to a page; if zero, 8 MiB
 	InboundLimit int64 // largest page message, whole or reassembled; if zero, 64 MiB
-	ResultLimit  int64 // largest tools/call result accepted from a server; if zero, 256 MiB
+	// InboundMemory bounds the bytes of the frames all tabs are sending
+	// together: a frame is read in pieces, each counted before it is read,
+	// until it has been handled (a page that sends most of a large frame
+	// and stops holds only what it sent, and only within this). When a
+	// piece does not fit, the tab that cannot have its share is closed
+	// with 1013 and a reason: the tab itself if it would hold more than an
+	// equal share among the tabs reading a frame, else the tab holding the
+	// most. Small frames of other pages are always read. If zero, a
+	// quarter of MemoryLimit (256 MiB with the defaults), or 256 MiB when
+	// there is no ceiling; never less than 1 MiB.
+	InboundMemory int64
+	ResultLimit   int64 // largest tools/call result accepted from a server; if zero, 256 MiB
 	// MemoryLimit is the bridge's memory ceiling: above 90% of it (the Go
 	// runtime's memory, /memory/classes/total:bytes), new connects, calls
 	// and chunk sequences are refused with busy and a reason, while the
@@ -42,11 +53,16 @@ type Options struct {
 	// MaxPendingConnects: tools:connect requests in flight (waiting for a
 	// server's start) per tab; more are answered busy. If zero, 8.
 	MaxPendingConnects int
-	OutboundQueue      int // messages queued for one tab; if zero, 256. A tab whose queue is full is closed with 4408.
-	// OutboundBytes bounds the bytes queued for one tab: a tab whose
-	// queue would grow past it is not reading and is closed with 4408. If
-	// zero, ResultLimit + 16 MiB (one largest result and the small
-	// messages around it).
+	// OutboundBytes bounds the bytes queued for one tab, each message
+	// counted with 128 bytes more (its entry): a tab whose queue would grow
+	// past it is not reading and is closed with 4408. The queue is bounded
+	// in bytes only, never in messages, and a call's progress waiting in it
+	// is replaced by the next (superseded progress costs nothing), so a page
+	// that reads is never closed for a chatty server or for many requests
+	// sent before it reads. A page that stops reading in the middle of a
+	// frame is cut when that write passes WriteTimeout. If zero,
+	// ResultLimit + 16 MiB (one largest result and the small messages
+	// around it).
 	OutboundBytes int64
 	// OutboundTotal bounds the bytes queued for all tabs together: past
 	// it, the tab with the most queued is closed with 4408 until the total
@@ -149,9 +165,6 @@ func (o *Options) setDefaults() {
 	if o.MaxPendingConnects == 0 {
 		o.MaxPendingConnects = 8
 	}
-	if o.OutboundQueue == 0 {
-		o.OutboundQueue = 256
-	}
 	def(&o.OutboundBytes, o.ResultLimit+16<<20)
 	def(&o.OutboundTotal, 1<<30)
 	o.OutboundTotal = max(o.OutboundTotal, o.OutboundBytes)
@@ -172,6 +185,13 @@ func (o *Options) setDefaults() {
 	}
 	def(&o.ReleaseAfter, 16<<20)
 	def(&o.MemoryLimit, 3*o.ResultLimit+256<<20)
+	if o.InboundMemory == 0 {
+		o.InboundMemory = 256 << 20
+		if o.MemoryLimit > 0 {
+			o.InboundMemory = o.MemoryLimit / 4
+		}
+	}
+	o.InboundMemory = max(o.InboundMemory, 1<<20)
 	if o.FrameLimit < 4096 {
 		o.FrameLimit = 4096
 	}
@@ -204,6 +224,7 @@ type Bridge struct {
 	routes   *routes      // set by New
 	mem      *memoryGauge // set by New
 	chunks   *chunkPool   // set by New; the bytes of every tab's incomplete chunk sequences (Options.ChunkMemory)
+	inbound  *inboundPool // set by New; the bytes of the frames tabs are sending (Options.InboundMemory)
 }
 
 // New returns a Bridge. It starts nothing until a page connects.
@@ -223,6 +244,7 @@ func New(opts Options) *Bridge {
 	b.routes = newRoutes(opts.BaseURL, log)
 	b.mem = newMemoryGauge()
 	b.chunks = &chunkPool{limit: opts.ChunkMemory}
+	b.inbound = newInboundPool(opts.InboundMemory)
 	b.upgrader = websocket.Upgrader{
 		ReadBufferSize:  32 << 10,
 		WriteBufferSize: 32 << 10,

@@ -54,7 +54,8 @@ func (c *call) finish(raw []byte, perr *protoError) {
 
 func (c *call) cancelUpstream() { c.cancel() }
 
-// progress relays one notifications/progress to the call's tab.
+// progress relays one notifications/progress to the call's tab, in place
+// of the call's progress still waiting there (tab.pushProgress).
 func (c *call) progress(p, total float64, message string) {
 	c.mu.Lock()
 	over := c.over
@@ -62,7 +63,7 @@ func (c *call) progress(p, total float64, message string) {
 	if over {
 		return
 	}
-	c.t.push(buildMessage(struct {
+	c.t.pushProgress(idKey(c.id), buildMessage(struct {
 		Type     string          `json:"type"`
 		ID       json.RawMessage `json:"id"`
 		Progress float64         `json:"progress"`

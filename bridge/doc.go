@@ -25,6 +25,8 @@
 //   - protocol.go: page messages: the envelope, the error codes, replies.
 //   - chunk.go: tools:chunk in both directions, and the memory of
 //     incomplete sequences.
+//   - inbound.go: a page's frame read in pieces, counted against the
+//     memory of the frames all tabs are sending (Options.InboundMemory).
 //   - servers.go: tools:servers and tools:openSettings, and finding a server
 //     in the configuration.
 //   - connect.go: tools:connect (confirmation, approvals, the wait for a

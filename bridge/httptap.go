@@ -317,7 +317,13 @@ type sseEvent struct {
 	hasData bool
 	over    bool
 	size    int64
+	overID  json.RawMessage // for data over the limit: the response id read from its start, if any
 }
+
+// overHead is how much of a data line over the limit is kept to read the
+// id of the response it carries (a response on a resumed GET stream has
+// no request id to fall back on).
+const overHead = 4 << 10
 
 // readEvent reads one event, up to the blank line that ends it, keeping at
 // most limit bytes of its data. An error means the stream ended (or failed)
@@ -327,8 +333,11 @@ func readEvent(r *bufio.Reader, limit int64) (sseEvent, error) {
 	for {
 		line, err := readLine(r, limit-ev.size+1)
 		if err == errLineTooLong {
+			if !ev.over && bytes.HasPrefix(line, []byte("data:")) {
+				ev.overID, _ = stdio.ResponseID(ev.data, bytes.TrimPrefix(line[5:], []byte(" ")))
+			}
 			ev.over = true
-			ev.size += int64(len(line))
+			ev.data = nil
 			continue
 		}
 		if err != nil {
@@ -341,6 +350,9 @@ func readEvent(r *bufio.Reader, limit int64) (sseEvent, error) {
 			v := bytes.TrimPrefix(line[5:], []byte(" "))
 			ev.size += int64(len(v))
 			if ev.size > limit {
+				if !ev.over {
+					ev.overID, _ = stdio.ResponseID(ev.data, v[:min(len(v), overHead)])
+				}
 				ev.over = true
 				ev.data = nil
 				continue
@@ -363,7 +375,15 @@ func (s *sseTap) flush(ev sseEvent) {
 	}
 	data, hasData := ev.data, ev.hasData
 	if ev.over {
-		data = tooLargeResponse(s.reqID, ev.size, s.limit)
+		id := s.reqID
+		if id == nil {
+			id = ev.overID
+		}
+		size := ev.size
+		if size <= s.limit {
+			size = -1 // a line over the limit was not counted
+		}
+		data = tooLargeResponse(id, size, s.limit)
 		hasData = true
 	} else if hasData {
 		data = s.tap.incoming(data)
@@ -380,8 +400,8 @@ var errLineTooLong = fmt.Errorf("line too long")
 
 // readLine reads one line without its end (\n, \r\n or \r is not handled:
 // the event-stream servers here end lines with \n or \r\n). A line longer
-// than max is consumed and reported as errLineTooLong with its first bytes
-// dropped.
+// than max is consumed and reported as errLineTooLong with only its first
+// overHead bytes kept.
 func readLine(r *bufio.Reader, max int64) ([]byte, error) {
 	var line []byte
 	var n int64
@@ -390,8 +410,10 @@ func readLine(r *bufio.Reader, max int64) ([]byte, error) {
 		n += int64(len(frag))
 		if n <= max {
 			line = append(line, frag...)
-		} else {
-			line = nil
+		} else if len(line) < overHead {
+			line = append(line, frag[:min(len(frag), overHead-len(line))]...)
+		} else if len(line) > overHead {
+			line = bytes.Clone(line[:overHead]) // not the whole line's array
 		}
 		if err == bufio.ErrBufferFull {
 			continue
@@ -400,7 +422,7 @@ func readLine(r *bufio.Reader, max int64) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			return nil, errLineTooLong
+			return line, errLineTooLong
 		}
 		line = bytes.TrimSuffix(line, []byte("\n"))
 		line = bytes.TrimSuffix(line, []byte("\r"))

@@ -55,6 +55,7 @@ const (
 	CloseNormal        = 1000
 	CloseGoingAway     = 1001
 	CloseTooBig        = 1009
+	CloseTryLater      = 1013 // the inbound memory of all tabs is full (Options.InboundMemory)
 	CloseBinary        = 4400
 	CloseNoCredentials = 4401
 	CloseForbidden     = 4403
@@ -63,7 +64,7 @@ const (
 )
 
 // CloseCodes lists every close code the bridge may send.
-var CloseCodes = []int{CloseNormal, CloseGoingAway, CloseTooBig, CloseBinary,
+var CloseCodes = []int{CloseNormal, CloseGoingAway, CloseTooBig, CloseTryLater, CloseBinary,
 	CloseNoCredentials, CloseForbidden, CloseSlowReader, CloseUnavailable}
 
 // protoError is a failed reply's error object. Extra fields are merged in.
@@ -170,6 +171,39 @@ func decodeEnvelope(frame []byte) (pageMessage, *protoError) {
 		return msg, errorf(CodeBadRequest, "byte %d of the message%s is %s: JSON text must be Unicode in UTF-8, and the bridge neither passes on nor replaces what is not", at, where, what)
 	}
 	return msg, nil
+}
+
+// invalidUTF8At returns the offset of the first byte of b that does not
+// begin a UTF-8 sequence, or -1 if b is UTF-8. A server's raw text (a
+// result, a tool) goes to the page in a text frame, which must be UTF-8:
+// browsers drop a socket that sends anything else.
+func invalidUTF8At(b []byte) int {
+	if utf8.Valid(b) {
+		return -1
+	}
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// validText returns raw JSON text with every byte that is not UTF-8
+// replaced by U+FFFD (such bytes can only stand inside strings, so the
+// JSON stays valid): what the bridge does with a server's description of
+// itself, which is shown, never passed on.
+func validText(raw []byte) []byte {
+	if raw == nil || utf8.Valid(raw) {
+		return raw
+	}
+	return bytes.ToValidUTF8(raw, []byte("\uFFFD"))
 }
 
 // notText returns the offset in frame, a JSON text, of the first thing that

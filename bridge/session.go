@@ -151,6 +151,7 @@ func (s *session) watch(fn func(string)) (unwatch func()) {
 }
 
 func (s *session) onStderr(line string) {
+	line = strings.ToValidUTF8(line, "\uFFFD") // the stdio transport's lines are already; shown, never passed on
 	s.mu.Lock()
 	if len(s.stderr) >= 20 {
 		copy(s.stderr, s.stderr[1:])
@@ -427,7 +428,7 @@ func (s *session) startOnce(ctx context.Context) (*startedConn, error) {
 }
 
 // describedSelf returns what an initialize (or server/discover) result
-// says about the server, raw as sent: the serverInfo object (name,
+// says about the server, raw as sent but for bytes that are not UTF-8: the serverInfo object (name,
 // version, title, websiteUrl, icons, ...; server/discover has it in _meta)
 // and the instructions string (nil if absent). A serverInfo
 // that is not an object becomes {"name":"","version":""}; instructions that
@@ -452,7 +453,9 @@ func describedSelf(result []byte) (info, instructions json.RawMessage) {
 	if len(r.Instructions) > 0 && r.Instructions[0] == '"' {
 		instructions = r.Instructions
 	}
-	return info, instructions
+	// Shown to a person, never passed on: bytes that are not UTF-8 become
+	// U+FFFD rather than reach the page's text frame.
+	return validText(info), validText(instructions)
 }
 
 // listingFields are the raw reply fields of a listing: tools, and
@@ -570,32 +573,36 @@ func (s *session) refreshListing(ctx context.Context) error {
 	excluded := s.excluded
 	s.excluded = nil
 	s.mu.Unlock()
-	if s.protocolVersion >= "2026-07-28" && len(excluded) > 0 {
-		// Revision 2026-07-28: a tool whose x-mcp-header declarations are
-		// invalid cannot be called correctly (go-sdk sends no headers for
-		// it), so it is left out, and the page told which and why.
-		type dropped struct {
-			Name   string `json:"name"`
-			Reason string `json:"reason"`
+	// Revision 2026-07-28: a tool whose x-mcp-header declarations are
+	// invalid cannot be called correctly (go-sdk sends no headers for it).
+	// Any revision: a tool whose text is not UTF-8 cannot reach the page in
+	// a text frame. Either is left out, and the page told which and why.
+	headersChecked := s.protocolVersion >= "2026-07-28" && len(excluded) > 0
+	type dropped struct {
+		Name   string `json:"name"`
+		Reason string `json:"reason"`
+	}
+	var out []dropped
+	kept := tools[:0:0]
+	for _, t := range tools {
+		var info struct {
+			Name string `json:"name"`
 		}
-		var kept []json.RawMessage
-		var out []dropped
-		for _, t := range tools {
-			var info struct {
-				Name string `json:"name"`
-			}
-			_ = json.Unmarshal(t, &info)
-			if why, ok := excluded[info.Name]; ok {
-				out = append(out, dropped{info.Name, oneLine("invalid x-mcp-header declaration: " + why)})
-				continue
-			}
-			kept = append(kept, t)
+		_ = json.Unmarshal(t, &info) // the name made valid (U+FFFD), for the page
+		if at := invalidUTF8At(t); at >= 0 {
+			out = append(out, dropped{info.Name, fmt.Sprintf("not valid UTF-8: byte %d of its definition is 0x%02x", at, t[at])})
+			continue
 		}
-		tools = kept
-		if len(out) > 0 {
-			l.dropped, _ = json.Marshal(out)
-			s.b.log.Warn("tools left out of the listing", "server", s.spec.Name, "dropped", string(l.dropped))
+		if why, ok := excluded[info.Name]; ok && headersChecked {
+			out = append(out, dropped{info.Name, oneLine("invalid x-mcp-header declaration: " + why)})
+			continue
 		}
+		kept = append(kept, t)
+	}
+	tools = kept
+	if len(out) > 0 {
+		l.dropped, _ = json.Marshal(out)
+		s.b.log.Warn("tools left out of the listing", "server", s.spec.Name, "dropped", string(l.dropped))
 	}
 	size := 2
 	for _, t := range tools {
@@ -642,7 +649,7 @@ func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
 	_, err := s.cs.CallTool(ctx, params)
 	raw, rpcErr, got := slot.get()
 	var wire *jsonrpc.Error
-	if rpcErr == nil && errors.As(err, &wire) && wire.Code == stdio.CodeTooLarge {
+	if rpcErr == nil && errors.As(err, &wire) && (wire.Code == stdio.CodeTooLarge || wire.Code == stdio.CodeUnreadable) {
 		// The transport synthesized it without the tap seeing it.
 		rpcErr = &rpcError{Code: wire.Code, Message: wire.Message, Data: wire.Data}
 	}
@@ -660,9 +667,14 @@ func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
 			e.Limit = s.b.opts.ResultLimit
 		}
 		return nil, e
+	case rpcErr != nil && rpcErr.Code == stdio.CodeUnreadable:
+		return nil, errorf(CodeServerFailed, "%s: %s failed: %s", s.spec.Name, c.tool, rpcErr.Message)
 	case rpcErr != nil:
 		return nil, errorf(CodeServerFailed, "%s: %s (JSON-RPC error %d)", s.spec.Name, rpcErr.Message, rpcErr.Code)
 	case got:
+		if at := invalidUTF8At(raw); at >= 0 {
+			return nil, errorf(CodeServerFailed, "%s: the result of %s is not valid UTF-8 (byte %d of it is 0x%02x): the bridge passes only text to the page; the server must send JSON in UTF-8", s.spec.Name, c.tool, at, raw[at])
+		}
 		if e := inputRequired(s.spec.Name, c.tool, raw); e != nil {
 			return nil, e
 		}

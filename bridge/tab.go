@@ -23,13 +23,21 @@ type tab struct {
 	ctx    context.Context // cancelled when the tab closes
 	cancel context.CancelFunc
 
-	out  chan [][]byte // bounded (Options.OutboundQueue and OutboundBytes); written by anyone via push, drained by writeLoop; a message is its parts concatenated
+	wake chan struct{} // buffered(1): the queue has messages; drained by writeLoop
 	done chan struct{} // closed by closeWith, once
 
+	// The messages waiting for the page, bounded in bytes
+	// (Options.OutboundBytes, each message counted with queueOverhead
+	// more), never in number: a page that reads is never closed because a
+	// server is chatty or because it sent many requests before reading. A
+	// call's progress is replaced in place while it waits, so superseded
+	// progress costs nothing.
 	qmu     sync.Mutex
-	queued  int64     // guarded by qmu; bytes in out, counted in Bridge.queued too
-	behind  time.Time // guarded by qmu; since when the queue has not been empty (zero when it is)
-	qclosed bool      // guarded by qmu; set when the tab has ended: nothing more is queued or counted
+	queue   []*outMsg          // guarded by qmu; oldest first; written by anyone via push, drained by writeLoop
+	latest  map[string]*outMsg // guarded by qmu; the progress in queue, by the call's id key
+	queued  int64              // guarded by qmu; bytes counted for queue, counted in Bridge.queued too
+	behind  time.Time          // guarded by qmu; since when the queue has not been empty (zero when it is)
+	qclosed bool               // guarded by qmu; set when the tab has ended: nothing more is queued or counted
 
 	closeOnce sync.Once
 	closeCode int    // set by closeWith before done is closed
@@ -43,6 +51,18 @@ type tab struct {
 	connects int                 // guarded by mu; the connects in pending (at most Options.MaxPendingConnects)
 }
 
+// outMsg is one message queued for a page: its parts concatenated.
+type outMsg struct {
+	parts [][]byte
+	n     int64  // the bytes counted for it: its size plus queueOverhead
+	key   string // a call's progress: the call's id key (see tab.latest); else empty
+}
+
+// queueOverhead is what a queued message is counted beyond its bytes:
+// the queue's entry and slices, so that a flood of tiny messages is
+// bounded as well as a few large ones.
+const queueOverhead = 128
+
 // pending is a connect or a call in flight.
 type pending struct {
 	cancel  func(code, message string) // answers the request and stops it
@@ -55,7 +75,8 @@ func newTab(b *Bridge, conn *websocket.Conn, adm Admission) *tab {
 	return &tab{
 		b: b, conn: conn, adm: adm, id: b.newToken("t"),
 		ctx: ctx, cancel: cancel,
-		out:     make(chan [][]byte, b.opts.OutboundQueue),
+		wake:    make(chan struct{}, 1),
+		latest:  map[string]*outMsg{},
 		done:    make(chan struct{}),
 		shares:  map[string]*session{},
 		pending: map[string]*pending{},
@@ -63,47 +84,85 @@ func newTab(b *Bridge, conn *websocket.Conn, adm Admission) *tab {
 }
 
 // push queues one message for the page without blocking. A page whose queue
-// is full is not keeping up: it is closed with 4408 rather than fed a partial
-// stream.
-func (t *tab) push(msg []byte) { t.pushParts(msg) }
+// would pass Options.OutboundBytes is not keeping up: it is closed with 4408
+// rather than fed a partial stream.
+func (t *tab) push(msg []byte) { t.enqueue("", [][]byte{msg}) }
 
 // pushParts queues a message made of parts (concatenated on the wire), so a
 // large raw result is sent without being copied into the reply first.
-func (t *tab) pushParts(parts ...[]byte) {
+func (t *tab) pushParts(parts ...[]byte) { t.enqueue("", parts) }
+
+// pushProgress queues a call's progress: it replaces, in place, that
+// call's progress still waiting in the queue (key is the call's id key),
+// so a server that reports progress faster than the page reads costs the
+// page one message per call, never a closed socket.
+func (t *tab) pushProgress(key string, msg []byte) { t.enqueue(key, [][]byte{msg}) }
+
+func (t *tab) enqueue(key string, parts [][]byte) {
 	select {
 	case <-t.done:
 		return
 	default:
 	}
-	n := msgSize(parts)
+	n := msgSize(parts) + queueOverhead
 	t.qmu.Lock()
 	if t.qclosed {
 		t.qmu.Unlock()
 		return
 	}
-	full := t.queued+n > t.b.opts.OutboundBytes
-	if !full {
-		select {
-		case t.out <- parts:
-			if t.queued == 0 {
-				t.behind = time.Now()
-			}
-			t.queued += n
-			t.b.queued.Add(n)
-		default:
-			full = true
+	var full bool
+	if old := t.latest[key]; key != "" && old != nil {
+		if full = t.queued-old.n+n > t.b.opts.OutboundBytes; !full {
+			t.queued += n - old.n
+			t.b.queued.Add(n - old.n)
+			old.parts, old.n = parts, n
 		}
+	} else if full = t.queued+n > t.b.opts.OutboundBytes; !full {
+		m := &outMsg{parts: parts, n: n, key: key}
+		t.queue = append(t.queue, m)
+		if key != "" {
+			t.latest[key] = m
+		}
+		if t.queued == 0 {
+			t.behind = time.Now()
+		}
+		t.queued += n
+		t.b.queued.Add(n)
 	}
-	queued := t.queued
+	queued, count := t.queued, len(t.queue)
 	t.qmu.Unlock()
 	if full {
-		t.b.log.Warn("tab not reading: closing it", "tab", t.id, "queue", len(t.out), "queued_bytes", queued, "message_bytes", n)
+		t.b.log.Warn("tab not reading: closing it", "tab", t.id, "queue", count, "queued_bytes", queued, "message_bytes", n)
 		t.closeWith(CloseSlowReader, "the page is not reading its messages")
 		return
+	}
+	select {
+	case t.wake <- struct{}{}:
+	default: // the writer has been told already
 	}
 	if t.b.queued.Load() > t.b.opts.OutboundTotal {
 		t.b.shedSlowest()
 	}
+}
+
+// pop takes the oldest queued message, or nil. It stays counted until
+// sent says it left.
+func (t *tab) pop() *outMsg {
+	t.qmu.Lock()
+	defer t.qmu.Unlock()
+	if len(t.queue) == 0 {
+		return nil
+	}
+	m := t.queue[0]
+	t.queue[0] = nil
+	t.queue = t.queue[1:]
+	if len(t.queue) == 0 {
+		t.queue = nil // let a grown array go
+	}
+	if m.key != "" && t.latest[m.key] == m {
+		delete(t.latest, m.key)
+	}
+	return m
 }
 
 // sent accounts for a message of n bytes that left the queue.
@@ -126,6 +185,7 @@ func (t *tab) endQueue() {
 	t.qclosed = true
 	t.b.queued.Add(-t.queued)
 	t.queued = 0
+	t.queue, t.latest = nil, nil
 	t.qmu.Unlock()
 }
 
@@ -220,6 +280,13 @@ func (t *tab) serve() {
 	loops.Wait()
 	t.endQueue()
 	t.conn.Close()
+}
+
+// hasQueued reports whether messages wait in the queue.
+func (t *tab) hasQueued() bool {
+	t.qmu.Lock()
+	defer t.qmu.Unlock()
+	return len(t.queue) > 0
 }
 
 // msgSize is the bytes of a queued message.
@@ -334,11 +401,27 @@ func (t *tab) writeLoop() {
 	}
 	for {
 		select {
-		case msg := <-t.out:
-			err := send(msg)
-			t.sent(msgSize(msg))
-			t.b.releaseMemory(msg)
+		case <-t.wake:
+			m := t.pop()
+			if m == nil {
+				continue
+			}
+			if t.hasQueued() {
+				// One message per turn, so that pings and the close are
+				// not held up behind a long queue.
+				select {
+				case t.wake <- struct{}{}:
+				default:
+				}
+			}
+			err := send(m.parts)
+			t.sent(m.n)
+			t.b.releaseMemory(m.parts)
 			if err != nil {
+				// A write that stalls past WriteTimeout is a page that
+				// stopped reading in the middle of a frame: no close frame
+				// can follow, so the connection is cut, and the log says why.
+				t.b.log.Info("writing to the tab failed: cutting it", "tab", t.id, "error", err)
 				t.closeWith(CloseNormal, "")
 				t.conn.Close() // unblocks the read loop
 				return
@@ -353,14 +436,13 @@ func (t *tab) writeLoop() {
 				flushBy = time.Now().Add(shutdownFlush)
 			flush:
 				for time.Now().Before(flushBy) {
-					select {
-					case msg := <-t.out:
-						err := send(msg)
-						t.sent(msgSize(msg))
-						if err != nil {
-							break flush
-						}
-					default:
+					m := t.pop()
+					if m == nil {
+						break flush
+					}
+					err := send(m.parts)
+					t.sent(m.n)
+					if err != nil {
 						break flush
 					}
 				}
@@ -391,6 +473,7 @@ func (t *tab) readLoop() {
 		t.push(errorReply(typeChunk, json.RawMessage(id), errorf(CodeBadRequest, "chunk sequence %s was not completed in time", id)))
 	}
 	defer re.closeAll()
+	defer t.releaseInbound(true)
 	lastExpire := time.Now()
 	for {
 		typ, r, err := c.NextReader()
@@ -405,7 +488,7 @@ func (t *tab) readLoop() {
 			t.closeWith(CloseBinary, "binary frames are not supported: send text frames of JSON")
 			return
 		}
-		frame, err := io.ReadAll(r)
+		frame, err := t.readFrame(r)
 		if err != nil {
 			if errors.Is(err, websocket.ErrReadLimit) {
 				t.closeWith(CloseTooBig, "a frame exceeded the inbound limit; send large messages as tools:chunk frames")
@@ -418,34 +501,41 @@ func (t *tab) readLoop() {
 				t.push(errorReply(typeChunk, json.RawMessage(id), errorf(CodeBadRequest, "chunk sequence %s was not completed in time", id)))
 			}
 		}
-		msg, perr := decodeEnvelope(frame)
-		if perr != nil {
-			t.push(errorReply(msg.Type, msg.ID, perr))
-			continue
-		}
-		if msg.Type == typeChunk {
-			whole, ignore, perr := re.add(msg.ID, frame)
-			switch {
-			case ignore:
-				continue
-			case perr != nil:
-				t.push(errorReply(typeChunk, msg.ID, perr))
-				continue
-			case whole == nil:
-				continue
-			}
-			inner, perr := decodeEnvelope(whole)
-			if perr == nil && inner.Type == typeChunk {
-				perr = errorf(CodeBadRequest, "a chunk sequence cannot carry another tools:chunk")
-			}
-			if perr != nil {
-				t.push(errorReply(inner.Type, inner.ID, perr))
-				continue
-			}
-			msg = inner
-		}
-		t.dispatch(msg)
+		t.handleFrame(re, frame)
+		t.releaseInbound(false)
 	}
+}
+
+// handleFrame decodes one frame and acts on it, or on the whole message a
+// tools:chunk frame completes.
+func (t *tab) handleFrame(re *reassembler, frame []byte) {
+	msg, perr := decodeEnvelope(frame)
+	if perr != nil {
+		t.push(errorReply(msg.Type, msg.ID, perr))
+		return
+	}
+	if msg.Type == typeChunk {
+		whole, ignore, perr := re.add(msg.ID, frame)
+		switch {
+		case ignore:
+			return
+		case perr != nil:
+			t.push(errorReply(typeChunk, msg.ID, perr))
+			return
+		case whole == nil:
+			return
+		}
+		inner, perr := decodeEnvelope(whole)
+		if perr == nil && inner.Type == typeChunk {
+			perr = errorf(CodeBadRequest, "a chunk sequence cannot carry another tools:chunk")
+		}
+		if perr != nil {
+			t.push(errorReply(inner.Type, inner.ID, perr))
+			return
+		}
+		msg = inner
+	}
+	t.dispatch(msg)
 }
 
 // dispatch acts on one whole page message. Only the six request types are

@@ -3,9 +3,11 @@ package bridge
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"sync"
 
+	"github.com/megane-labs/megane-jupyter-bridge/stdio"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -203,7 +205,10 @@ func (t *tap) response(raw []byte) []byte {
 		Result rawRef  `json:"result"`
 		Error  rawRef  `json:"error"`
 	}
-	if err := json.Unmarshal(raw, &m); err != nil || m.Method != nil || m.ID == nil {
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return t.unreadable(raw, err)
+	}
+	if m.Method != nil || m.ID == nil {
 		return raw
 	}
 	key := rawIDKey(m.ID)
@@ -257,6 +262,33 @@ func (t *tap) response(raw []byte) []byte {
 	out = append(out, `,"result":`...)
 	out = append(out, stub...)
 	return append(out, '}')
+}
+
+// unreadable handles a message the JSON decoder could not read (nested
+// deeper than it goes, say). If it is a response whose id can be read at
+// the top level, the request it answers fails at once, saying why, instead
+// of waiting for its timeout: its slot gets the error, and the SDK an
+// error response for the id. Anything else is returned as it is.
+func (t *tap) unreadable(raw []byte, err error) []byte {
+	id, ok := stdio.ResponseID(raw)
+	if !ok {
+		return raw
+	}
+	e := rpcError{Code: stdio.CodeUnreadable, Message: fmt.Sprintf("its response of %d bytes could not be read: %v", len(raw), err)}
+	key := rawIDKey(id)
+	t.mu.Lock()
+	s := t.byID[key]
+	delete(t.byID, key)
+	t.mu.Unlock()
+	if s != nil {
+		s.set(nil, &e)
+	}
+	out, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   rpcError        `json:"error"`
+	}{"2.0", id, e})
+	return out
 }
 
 // initStub is the initialize response the SDK decodes: the server's own,

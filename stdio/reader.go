@@ -79,10 +79,52 @@ func (m *msgReader) decode(line []byte) jsonrpc.Message {
 		err = errors.New("a request without a method") // go-sdk accepts "method": null
 	}
 	if err != nil {
+		// A response a JSON decoder cannot read at all (too deep, say)
+		// fails its request; readable JSON that is not valid JSON-RPC is
+		// skipped like any junk.
+		if id, ok := responseID(data); ok && !json.Valid(data) {
+			m.log.Warn("a response on the server's stdout could not be decoded: failing its request", "size", len(data), "error", err)
+			return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{
+				Code:    CodeUnreadable,
+				Message: fmt.Sprintf("its response of %d bytes could not be read: %v", len(data), err),
+			}}
+		}
 		m.log.Warn("skipping an invalid JSON-RPC message on the server's stdout", "line", logLine(data), "error", err)
 		return nil
 	}
 	return msg
+}
+
+// responseID returns the id of a message that looks like a response (an
+// object with "jsonrpc" and "result" or "error", without "method") and whose top-level id is a string or an
+// integer, read without decoding the rest, however large or deep.
+func responseID(parts ...[]byte) (jsonrpc.ID, bool) {
+	var s topScanner
+	for _, p := range parts {
+		s.feed(p)
+	}
+	if !s.object || s.hasMethod || !s.hasResult || !s.hasJSONRPC {
+		return jsonrpc.ID{}, false
+	}
+	return s.id()
+}
+
+// ResponseID returns the raw text of the id of a message that a JSON
+// decoder could not read (too deep, or cut short), when it looks like a
+// response: an object with "jsonrpc" and "result" or "error", without
+// "method", whose top-level id, wherever it stands, is a string or an
+// integer. The parts are the message's text in
+// order (it may be incomplete: an id after the cut is not found).
+func ResponseID(parts ...[]byte) (json.RawMessage, bool) {
+	id, ok := responseID(parts...)
+	if !ok {
+		return nil, false
+	}
+	raw, err := json.Marshal(id.Raw())
+	if err != nil {
+		return nil, false
+	}
+	return raw, true
 }
 
 // tooLarge builds the error response for an oversized response, or logs why
@@ -278,21 +320,23 @@ func (m *msgReader) discard(read ...[]byte) ([]byte, *oversize, error) {
 // "id". It never fails; on text that is not JSON its findings are
 // meaningless but harmless (the id is checked before use).
 type topScanner struct {
-	started   bool // a non-space byte was seen
-	object    bool // ... and it was '{'
-	done      bool // the top-level value ended, or is not an object
-	depth     int
-	inStr     bool
-	esc       bool
-	strIsKey  bool
-	phase     int    // at depth 1: scanKey, scanColon or scanValue
-	key       []byte // the top-level key being read (up to 16 bytes)
-	keyLong   bool
-	valueKey  string // the key whose value is being read at depth 1
-	hasID     bool
-	idRaw     []byte // raw text of the id value (up to 256 bytes)
-	idBad     bool   // the id is not a scalar or too long
-	hasMethod bool
+	started    bool // a non-space byte was seen
+	object     bool // ... and it was '{'
+	done       bool // the top-level value ended, or is not an object
+	depth      int
+	inStr      bool
+	esc        bool
+	strIsKey   bool
+	phase      int    // at depth 1: scanKey, scanColon or scanValue
+	key        []byte // the top-level key being read (up to 16 bytes)
+	keyLong    bool
+	valueKey   string // the key whose value is being read at depth 1
+	hasID      bool
+	idRaw      []byte // raw text of the id value (up to 256 bytes)
+	idBad      bool   // the id is not a scalar or too long
+	hasMethod  bool
+	hasResult  bool // a top-level "result" or "error" key
+	hasJSONRPC bool // a top-level "jsonrpc" key
 }
 
 const (
@@ -402,6 +446,10 @@ func (s *topScanner) feed(p []byte) {
 					s.hasID, s.idRaw, s.idBad = true, s.idRaw[:0], false
 				case "method":
 					s.hasMethod = true
+				case "result", "error":
+					s.hasResult = true
+				case "jsonrpc":
+					s.hasJSONRPC = true
 				}
 			}
 		case ',':

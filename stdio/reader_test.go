@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -71,6 +72,8 @@ func TestStdioReader(t *testing.T) {
 	big := strings.Repeat("y", 300)
 	idFirst := `{"jsonrpc":"2.0","id":7,"result":"` + big + `"}`
 	idLast := `{"jsonrpc":"2.0","result":{"id":99,"s":"` + big + `\"}"},"id":"call-9"}`
+	deep := `{"jsonrpc":"2.0","id":"c1","result":{"x":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}}`
+	_, deepErr := decodeJSONRPC([]byte(deep))
 	tooLarge := func(id string, line string) string {
 		return fmt.Sprintf(`err %s -32050 result of %d bytes exceeds the limit of 100 bytes {"limit":100,"size":%d}`, id, len(line), len(line))
 	}
@@ -118,6 +121,16 @@ func TestStdioReader(t *testing.T) {
 			100,
 			[]string{`res 1 1`},
 			`oversized line on the server's stdout that is not a JSON-RPC message`},
+		{"a response too deep to decode fails its request",
+			deep + "\n" + `{"jsonrpc":"2.0","id":8,"result":1}`,
+			1 << 20,
+			[]string{fmt.Sprintf(`err "c1" -32051 its response of %d bytes could not be read: %v `, len(deep), deepErr), `res 8 1`},
+			`could not be decoded: failing its request`},
+		{"JSON that is not a response is still skipped",
+			`{"level":"info","id":3,"msg":"` + strings.Repeat("[", 10) + `"}` + "\n" + `{"id":4,"result":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}` + "\n" + `{"jsonrpc":"2.0","id":8,"result":1}`,
+			1 << 20,
+			[]string{`res 8 1`},
+			`skipping an invalid JSON-RPC message`},
 		{"fractional id is not trusted",
 			`{"jsonrpc":"2.0","id":1.5,"result":"` + big + `"}`,
 			100,
@@ -340,4 +353,38 @@ func TestStdioReaderScannerEscapes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzResponseID: ResponseID reads untrusted text without decoding it; it
+// never panics, and where a JSON decoder can read the message too, the id
+// it finds is the message's top-level id.
+func FuzzResponseID(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{}}`,
+		`{"jsonrpc":"2.0","result":{"id":2},"id":"x\"y"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"m","result":1}`,
+		`{"jsonrpc":"2.0","id":[4],"error":{}}`,
+		`{"jsonrpc":"2.0","id":5,"result":[[[[`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		id, ok := ResponseID(msg)
+		if !ok {
+			return
+		}
+		var whole struct {
+			ID any `json:"id"`
+		}
+		if json.Unmarshal(msg, &whole) != nil {
+			return
+		}
+		var got any
+		if err := json.Unmarshal(id, &got); err != nil {
+			t.Fatalf("ResponseID(%q) = %q, not JSON: %v", msg, id, err)
+		}
+		if !reflect.DeepEqual(got, whole.ID) {
+			t.Fatalf("ResponseID(%q) = %s, the decoder reads %v", msg, id, whole.ID)
+		}
+	})
 }

@@ -26,6 +26,12 @@ import (
 // Options.MaxMessageBytes. The error's data is {"size": N, "limit": M}.
 const CodeTooLarge = -32050
 
+// CodeUnreadable is the JSON-RPC error code synthesized, in place of a
+// response, when a response from the server cannot be decoded (nested
+// deeper than a JSON decoder goes, say) but its id can be read: the
+// request it answers fails at once instead of waiting for its timeout.
+const CodeUnreadable = -32051
+
 const (
 	defaultMaxMessageBytes   = 256 << 20
 	defaultStderrTailBytes   = 16 << 10

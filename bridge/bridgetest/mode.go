@@ -150,6 +150,18 @@ type Mode struct {
 	// arguments and result; a call to that tool returns the file's result,
 	// compacted, whatever the arguments.
 	FixtureCalls map[string]string `json:"fixtureCalls,omitempty"`
+	// ListPadBytes and ListPadDepth make every tools/list result carry
+	// one more member: "padding", a string of ListPadBytes bytes, and
+	// "nesting", ListPadDepth arrays nested in each other; a listing too
+	// large or too deep to parse. Each is left out when zero.
+	ListPadBytes int64 `json:"listPadBytes,omitempty"`
+	ListPadDepth int   `json:"listPadDepth,omitempty"`
+	// SelfFile, when set, is a JSON file whose "serverInfo" and
+	// "instructions" values, each when present, are initialize's as sent,
+	// in place of ServerInfo and Instructions: text that need not be
+	// UTF-8, which the environment cannot carry to the server (the
+	// keeper's re-encoding makes it valid).
+	SelfFile string `json:"selfFile,omitempty"`
 	// Tools are extra raw tool definitions appended to the listing. A call to
 	// one of them (without a FixtureCalls entry) answers like echo.
 	Tools []json.RawMessage `json:"tools,omitempty"`

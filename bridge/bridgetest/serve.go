@@ -186,7 +186,11 @@ type server struct {
 	fixtureTools [][]byte          // compacted fixture tools; read-only after start
 	extraTools   [][]byte          // compacted Mode.Tools; read-only after start
 	fixtureCalls map[string][]byte // tool name to compacted result; read-only after start
-	known        map[string]bool   // names in fixtureTools and extraTools; read-only after start
+	self         struct {          // Mode.SelfFile's values; read-only after start
+		ServerInfo   json.RawMessage `json:"serverInfo"`
+		Instructions json.RawMessage `json:"instructions"`
+	}
+	known map[string]bool // names in fixtureTools and extraTools; read-only after start
 
 	calls sync.WaitGroup // one per tools/call goroutine
 
@@ -337,6 +341,15 @@ func (s *server) loadFixtures() error {
 		}
 		s.extraTools = append(s.extraTools, c)
 		s.known[name] = true
+	}
+	if s.mode.SelfFile != "" {
+		data, err := os.ReadFile(s.mode.SelfFile)
+		if err != nil {
+			return fmt.Errorf("self file: %w", err)
+		}
+		if err := json.Unmarshal(data, &s.self); err != nil {
+			return fmt.Errorf("self file %s: %w", s.mode.SelfFile, err)
+		}
 	}
 	s.fixtureCalls = map[string][]byte{}
 	for name, path := range s.mode.FixtureCalls {
@@ -507,6 +520,12 @@ func (s *server) handleLine(line []byte) {
 		if s.mode.Instructions != "" {
 			res["instructions"] = s.mode.Instructions
 		}
+		if s.self.ServerInfo != nil {
+			res["serverInfo"] = s.self.ServerInfo
+		}
+		if s.self.Instructions != nil {
+			res["instructions"] = s.self.Instructions
+		}
 		s.reply(m.ID, res)
 	case "notifications/initialized":
 		s.journal.add(entry)
@@ -664,6 +683,16 @@ func (s *server) list(id, params json.RawMessage) {
 	b.WriteString(`]`)
 	if end < len(tools) {
 		fmt.Fprintf(&b, `,"nextCursor":"%d"`, end)
+	}
+	if n := s.mode.ListPadBytes; n > 0 {
+		b.WriteString(`,"padding":"`)
+		b.Write(bytes.Repeat([]byte("x"), int(n)))
+		b.WriteByte('"')
+	}
+	if n := s.mode.ListPadDepth; n > 0 {
+		b.WriteString(`,"nesting":`)
+		b.Write(bytes.Repeat([]byte("["), n))
+		b.Write(bytes.Repeat([]byte("]"), n))
 	}
 	b.WriteString(`}`)
 	s.replyRaw(id, b.Bytes())

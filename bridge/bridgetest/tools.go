@@ -40,7 +40,7 @@ func builtinTools() ([]toolDef, error) {
 	}{
 		{"echo", `{"name":"echo","description":"Return the arguments exactly as received.","inputSchema":{"type":"object"}}`, (*server).echo},
 		{"slow", `{"name":"slow","description":"Send one progress notification per step, then answer.","inputSchema":{"type":"object","properties":{"steps":{"type":"integer","minimum":0,"default":5},"intervalMs":{"type":"integer","minimum":0,"default":100},"tag":{"type":"string"},"ignoreCancel":{"type":"boolean","default":false}}}}`, (*server).slow},
-		{"big", `{"name":"big","description":"Answer with a response line of the given size.","inputSchema":{"type":"object","properties":{"bytes":{"type":"integer","minimum":0},"tag":{"type":"string"}},"required":["bytes"]}}`, (*server).big},
+		{"big", `{"name":"big","description":"Answer with a response line of the given size.","inputSchema":{"type":"object","properties":{"bytes":{"type":"integer","minimum":0},"tag":{"type":"string"},"depth":{"type":"integer","minimum":0}},"required":["bytes"]}}`, (*server).big},
 		{"atoms", `{"name":"atoms","title":"Random atoms","description":"Return a box of water with n atoms (O, H, H per molecule, bonds, residue names and ids), as a liquid-box tool does. For benchmarks.","inputSchema":{"type":"object","properties":{"n":{"type":"integer","minimum":0,"maximum":500000,"examples":[1000],"x-megane-unit":"count"},"seed":{"type":"integer","minimum":0,"x-megane-widget":"seed"},"tag":{"type":"string"}},"required":["n","seed"]},"_meta":{"io.github.megane-labs/builder":{"contract":1,"category":"other","apply":"new_document","document":"none","stochastic":true,"expectedSeconds":1}}}`, (*server).atoms},
 		{"crash", `{"name":"crash","description":"Exit with status 3 in the middle of the call.","inputSchema":{"type":"object"}}`, (*server).crash},
 		{"fail", `{"name":"fail","description":"Answer with a JSON-RPC error.","inputSchema":{"type":"object","properties":{"code":{"type":"integer"},"message":{"type":"string"}}}}`, (*server).fail},
@@ -202,6 +202,7 @@ func (s *server) big(c *callCtx) {
 	var a struct {
 		Bytes int64  `json:"bytes"`
 		Tag   string `json:"tag"`
+		Depth int    `json:"depth"`
 	}
 	if err := c.argsInto(&a); err != nil {
 		s.badArgs(c, err)
@@ -211,6 +212,12 @@ func (s *server) big(c *callCtx) {
 	var prefix bytes.Buffer
 	prefix.WriteString(`"result":{"content":[{"type":"text","text":"big"}],"structuredContent":{"tag":`)
 	prefix.Write(tag)
+	if a.Depth > 0 {
+		// A result too deep to parse: arrays nested depth times.
+		prefix.WriteString(`,"nesting":`)
+		prefix.Write(bytes.Repeat([]byte("["), a.Depth))
+		prefix.Write(bytes.Repeat([]byte("]"), a.Depth))
+	}
 	prefix.WriteString(`,"padding":"`)
 	const suffix = `"}}`
 	// The line is {"jsonrpc":"2.0", the id as "id":N, (before or after the

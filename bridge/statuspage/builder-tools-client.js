@@ -30,6 +30,7 @@ export const CLOSE_REASONS = Object.freeze({
   1005: 'the connection to the bridge was closed',
   1006: 'the connection to the bridge was lost (the bridge stopped, the network failed, or the address or credentials were refused)',
   1009: 'a message was too big for the bridge',
+  1013: 'the bridge was receiving too much from pages at once and closed this one: try again shortly',
   4400: 'the page sent a binary frame, which the bridge does not accept',
   4401: 'the bridge found no usable credentials (open it through Jupyter, or give the token the bridge printed)',
   4403: 'you may not run tools here (Jupyter says you may not execute kernels on this server)',

@@ -1,0 +1,177 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+)
+
+// The page's frames are read in pieces, each counted against one budget
+// for all tabs (Options.InboundMemory) before it is read, and handed back
+// once the frame has been handled or the tab has ended. A WebSocket frame
+// announces its length before its payload, and a page that sends most of a
+// large frame and then stops would otherwise hold that memory for as long
+// as its socket lives, per tab, with nothing counting it.
+
+// inboundPiece is the first piece a frame is read into; later pieces double
+// up to inboundPieceMax.
+const (
+	inboundPiece    = 1 << 10
+	inboundPieceMax = 1 << 20
+)
+
+// errInboundFull is readFrame's error when the tab cannot have its share of
+// the budget: the tab has been closed with the reason.
+var errInboundFull = errors.New("the inbound memory is full")
+
+// inboundPool counts the bytes of the frames the tabs are reading.
+type inboundPool struct {
+	limit int64
+
+	freed atomic.Int64 // bytes handed back since the memory was last returned to the system
+
+	mu      sync.Mutex
+	used    int64             // guarded by mu; the sum of held
+	held    map[*tab]int64    // guarded by mu; by tab, only tabs holding some
+	evicted map[*tab]struct{} // guarded by mu; tabs closed to make room, until they end
+}
+
+func newInboundPool(limit int64) *inboundPool {
+	return &inboundPool{limit: limit, held: map[*tab]int64{}, evicted: map[*tab]struct{}{}}
+}
+
+// reserve counts n more bytes for t's frame. When they do not fit, the tab
+// that cannot have its share is closed: t itself if it would hold more than
+// an equal share of the budget among the tabs reading a frame (false),
+// else the tab holding the most, whose bytes are handed back at once (its
+// reader ends within a moment), and t tries again.
+func (p *inboundPool) reserve(t *tab, n int64) bool {
+	for {
+		p.mu.Lock()
+		if _, gone := p.evicted[t]; gone {
+			p.mu.Unlock()
+			return false
+		}
+		if p.used+n <= p.limit {
+			p.used += n
+			p.held[t] += n
+			p.mu.Unlock()
+			return true
+		}
+		readers := int64(len(p.held))
+		if _, ok := p.held[t]; !ok {
+			readers++
+		}
+		share := p.limit / readers
+		mine := p.held[t]
+		var worst *tab
+		for o, h := range p.held {
+			if o != t && (worst == nil || h > p.held[worst]) {
+				worst = o
+			}
+		}
+		if mine+n > share || worst == nil {
+			used := p.used
+			p.mu.Unlock()
+			t.b.log.Warn("inbound memory full: closing the tab over its share", "tab", t.id, "held_bytes", mine, "want_bytes", n, "used_bytes", used, "limit_bytes", p.limit)
+			t.closeWith(CloseTryLater, fmt.Sprintf("the bridge holds as much of unfinished messages from pages as it may (%s of %s), and this page's share (%s) is used: send large messages as tools:chunk frames, or try again shortly", mib(used), mib(p.limit), mib(share)))
+			return false
+		}
+		most := p.held[worst]
+		p.used -= most
+		delete(p.held, worst)
+		p.evicted[worst] = struct{}{}
+		p.mu.Unlock()
+		t.b.log.Warn("inbound memory full: closing the tab holding the most of an unfinished frame", "tab", worst.id, "held_bytes", most, "for_tab", t.id, "limit_bytes", p.limit)
+		worst.closeWith(CloseTryLater, fmt.Sprintf("the bridge needed room for other pages' messages, and this page held the most of an unfinished one (%s): send large messages as tools:chunk frames, or try again shortly", mib(most)))
+	}
+}
+
+// release hands back everything t holds and returns how much that was.
+func (p *inboundPool) release(t *tab) int64 {
+	p.mu.Lock()
+	n := p.held[t]
+	p.used -= n
+	delete(p.held, t)
+	p.mu.Unlock()
+	return n
+}
+
+// end forgets t, whose reader has returned, and hands back what it held.
+func (p *inboundPool) end(t *tab) int64 {
+	n := p.release(t)
+	p.mu.Lock()
+	delete(p.evicted, t)
+	p.mu.Unlock()
+	return n
+}
+
+// readFrame reads one frame's payload from r in pieces, each counted
+// against the inbound budget before it is read; the caller hands the count
+// back (inbound.release) once the frame has been handled. A frame read in
+// more than one piece is joined into one slice (counted too, while the
+// pieces are dropped).
+func (t *tab) readFrame(r io.Reader) ([]byte, error) {
+	pool := t.b.inbound
+	var pieces [][]byte
+	var total int64
+	size := int64(inboundPiece)
+	for {
+		if !pool.reserve(t, size) {
+			return nil, errInboundFull
+		}
+		buf := make([]byte, size)
+		n := 0
+		var err error
+		for n < len(buf) && err == nil {
+			var k int
+			k, err = r.Read(buf[n:])
+			n += k
+		}
+		pieces = append(pieces, buf[:n])
+		total += int64(n)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		size = min(size*2, inboundPieceMax)
+	}
+	if len(pieces) == 1 {
+		return pieces[0], nil
+	}
+	if !pool.reserve(t, total) {
+		return nil, errInboundFull
+	}
+	frame := make([]byte, 0, total)
+	for i, p := range pieces {
+		frame = append(frame, p...)
+		pieces[i] = nil
+	}
+	return frame, nil
+}
+
+// releaseInbound hands back the count of t's frame (all of it when the
+// tab's reader has ended); once ReleaseAfter bytes have been handed back,
+// the memory they freed goes back to the system.
+func (t *tab) releaseInbound(ended bool) {
+	var n int64
+	if ended {
+		n = t.b.inbound.end(t)
+	} else {
+		n = t.b.inbound.release(t)
+	}
+	if n < inboundPieceMax {
+		return // a small frame: its memory is the collector's business
+	}
+	if after := t.b.opts.ReleaseAfter; after >= 0 && t.b.inbound.freed.Add(n) >= after {
+		// Many tabs' frames add up: count what was handed back since the
+		// last return, not only this frame.
+		t.b.inbound.freed.Store(0)
+		debug.FreeOSMemory()
+	}
+}
