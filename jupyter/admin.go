@@ -70,6 +70,7 @@ type AdminSettings struct {
 	OutboundBytes      int64 // [limits] outbound_bytes: bytes queued for one tab
 	OutboundTotal      int64 // [limits] outbound_total: bytes queued for all tabs
 	ChunkMemory        int64 // [limits] chunk_memory: incomplete inbound chunk sequences, all tabs
+	InboundMemory      int64 // [limits] inbound_memory: frames pages are still sending, all tabs
 	MaxPendingConnects int   // [limits] max_pending_connects: connects waiting for a start, per tab
 
 	// StripEnv are the variable names (or patterns, "*" standing for any
@@ -116,7 +117,7 @@ type adminFile struct {
 // adminKeys are the keys a file may set (tables hold the rest).
 var adminTop = []string{"allow_user_servers", "default_server", "strip_env", "strip_env_extra", "limits", "mcp_servers"}
 var adminLimits = []string{"frame_limit", "inbound_limit", "result_limit", "memory_limit", "call_timeout_max", "init_timeout", "max_calls_per_tab", "max_calls_per_server",
-	"outbound_bytes", "outbound_total", "chunk_memory", "max_pending_connects"}
+	"outbound_bytes", "outbound_total", "chunk_memory", "inbound_memory", "max_pending_connects"}
 
 // readAdminFile decodes one admin file strictly. A syntax error makes the
 // whole file unusable; any other problem drops only its key (or server).
@@ -232,7 +233,7 @@ func (af *adminFile) setLimit(k string, v any) error {
 			return fmt.Errorf("at least 64 MiB")
 		}
 		af.a.MemoryLimit = n
-	case "frame_limit", "inbound_limit", "result_limit", "outbound_bytes", "outbound_total", "chunk_memory":
+	case "frame_limit", "inbound_limit", "result_limit", "outbound_bytes", "outbound_total", "chunk_memory", "inbound_memory":
 		n, err := tomlSize(v)
 		if err != nil {
 			return err
@@ -254,6 +255,8 @@ func (af *adminFile) setLimit(k string, v any) error {
 			af.a.OutboundTotal = n
 		case "chunk_memory":
 			af.a.ChunkMemory = n
+		case "inbound_memory":
+			af.a.InboundMemory = n
 		default:
 			af.a.ResultLimit = n
 		}
@@ -400,6 +403,9 @@ func mergeAdmin(files []*adminFile) AdminSettings {
 		}
 		if s["limits.chunk_memory"] {
 			a.ChunkMemory = f.a.ChunkMemory
+		}
+		if s["limits.inbound_memory"] {
+			a.InboundMemory = f.a.InboundMemory
 		}
 		if s["limits.max_pending_connects"] {
 			a.MaxPendingConnects = f.a.MaxPendingConnects

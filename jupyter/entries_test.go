@@ -225,6 +225,7 @@ max_calls_per_tab = 4
 outbound_bytes = "300MiB"
 outbound_total = "2GiB"
 chunk_memory = "128MiB"
+inbound_memory = "96MiB"
 max_pending_connects = 2
 frmae_limit = 3
 
@@ -241,7 +242,7 @@ url = "http://example.org/mcp"
 	must(t, err)
 	a := cfg.Admin
 	if a.FrameLimit != 4<<20 || a.ResultLimit != 1<<20 || a.MemoryLimit != 2<<30 || a.InitTimeout != 2*time.Minute || a.CallTimeoutMax != 10*time.Minute || a.MaxCallsPerTab != 4 || a.AllowUserServers ||
-		a.OutboundBytes != 300<<20 || a.OutboundTotal != 2<<30 || a.ChunkMemory != 128<<20 || a.MaxPendingConnects != 2 {
+		a.OutboundBytes != 300<<20 || a.OutboundTotal != 2<<30 || a.ChunkMemory != 128<<20 || a.InboundMemory != 96<<20 || a.MaxPendingConnects != 2 {
 		t.Errorf("admin = %+v", a)
 	}
 	if !a.Strips("JUPYTERHUB_API_TOKEN") || !a.Strips("MY_SECRET") || !a.Strips("CLOUD_KEY") || a.Strips("JUPYTERHUB_USER") {
@@ -256,8 +257,8 @@ url = "http://example.org/mcp"
 	probs := problemsText(cfg.Problems)
 	toml := filepath.Join(s.dir, "etc", AdminFileName)
 	for _, want := range []string{
-		toml + `:15: limits.frmae_limit: unknown key`,
-		toml + `:22: server "broken": url must use https`,
+		toml + `:16: limits.frmae_limit: unknown key`,
+		toml + `:23: server "broken": url must use https`,
 		user + ": MeganeBuilderTools.mcp_servers is ignored: the admin allows only servers from env and system configuration",
 		ignored + ": ignored: admin settings are read only from the env and system config directories",
 	} {

@@ -153,6 +153,7 @@ func bridgeOptions(admin jupyter.AdminSettings) bridge.Options {
 		OutboundBytes:      admin.OutboundBytes,
 		OutboundTotal:      admin.OutboundTotal,
 		ChunkMemory:        admin.ChunkMemory,
+		InboundMemory:      admin.InboundMemory,
 		MaxPendingConnects: admin.MaxPendingConnects,
 		InitTimeout:        admin.InitTimeout,
 		CallTimeoutMax:     admin.CallTimeoutMax,
