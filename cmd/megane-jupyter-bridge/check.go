@@ -153,7 +153,17 @@ func checkServer(ctx context.Context, cfg *jupyter.Config, e bridge.ServerSpec, 
 		}
 		builder++
 		fs := &findings{server: e.Name, tool: bt.Name}
-		if bt.Input != nil && bt.Contract == 1 && !hasFail(defs, "§4") {
+		// Every Builder tool is called, whatever its definition's faults,
+		// so that one run names the result's faults too (as
+		// megane-builder-conformance does); only a tool without an object
+		// inputSchema cannot be, since no sample arguments can be made,
+		// nor one of a contract this check does not know.
+		switch {
+		case bt.Contract != 1:
+			fs.add("warn", "§3", "not called: its results would be checked against contract 1, which it does not declare")
+		case bt.Input == nil:
+			fs.add("warn", "§4", "not called: without an object inputSchema no sample arguments can be made, so its results are not checked")
+		default:
 			callChecks(ctx, c, fs, bt)
 		}
 		if !hasFail(defs, "") && !hasFail(fs.list, "") {
