@@ -25,7 +25,7 @@ GOVULNCHECK ?= $(GO) run golang.org/x/vuln/cmd/govulncheck@v1.9.0
 VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
 VULNDB         := .cache/vulndb-$(VULNDB_VERSION)
 
-.PHONY: go-test-args build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels vuln go-version
+.PHONY: links go-test-args build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels vuln go-version
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/megane-jupyter-bridge  # -buildvcs=auto: stamp the commit even where GOFLAGS turns it off
@@ -88,7 +88,11 @@ vuln:
 	fi
 	$(GOVULNCHECK) -db file://$(abspath $(VULNDB)) ./...
 
-check: lint tidy-check test fuzz-short vuln
+check: lint links tidy-check test fuzz-short vuln
+
+# The documents' relative links and anchors (cmd/internal/mdlinks).
+links:
+	$(GO) run ./cmd/internal/mdlinks
 
 # The Go that builds and tests (GOTOOLCHAIN above), fetched on first use.
 go-version:
