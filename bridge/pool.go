@@ -137,8 +137,8 @@ func (p *pool) release(t *tab, s *session) {
 	})
 }
 
-// sessionEnded is called by run when a session is over. A session that ended
-// on its own tells every tab that held it.
+// sessionEnded is called by run when a session is over (its tabs were told
+// by closeHolders).
 func (p *pool) sessionEnded(s *session, reason string, onItsOwn bool) {
 	p.mu.Lock()
 	if p.sessions[s.key] == s {
@@ -152,14 +152,18 @@ func (p *pool) sessionEnded(s *session, reason string, onItsOwn bool) {
 		p.lastError[s.spec.Name] = reason
 		p.lastTail[s.spec.Name] = s.stderrTail(5)
 	}
+	p.mu.Unlock()
+}
+
+// closeHolders tells every tab holding s that it ended on its own, why
+// (tools:closed). Called by run before it answers the session's calls.
+func (p *pool) closeHolders(s *session, reason string) {
+	p.mu.Lock()
 	holders := make([]*tab, 0, len(s.holders))
 	for t := range s.holders {
 		holders = append(holders, t)
 	}
 	p.mu.Unlock()
-	if !onItsOwn {
-		return
-	}
 	for _, t := range holders {
 		t.sessionClosed(s, reason)
 	}

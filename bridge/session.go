@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/child"
@@ -55,6 +56,9 @@ type session struct {
 	stopOnce sync.Once
 	cancel   context.CancelFunc // stops run; set at creation
 
+	heardAt atomic.Int64 // unix nanoseconds when the server last sent anything (liveness)
+	gone    chan string  // buffered(1): why the server is gone (liveness); read by run
+
 	mu       sync.Mutex
 	listing  *listing                  // guarded by mu; nil until started
 	watchers map[int]func(line string) // guarded by mu; connects waiting for the start
@@ -93,7 +97,9 @@ func newSession(b *Bridge, spec ServerSpec) *session {
 		calls:    map[string]*call{},
 		holders:  map[*tab]int{},
 		relist:   make(chan struct{}, 1),
+		gone:     make(chan string, 1),
 	}
+	s.markHeard()
 	s.tap = newTap(s.routeProgress)
 	return s
 }
@@ -227,6 +233,12 @@ func (s *session) run(ctx context.Context) {
 
 	waitErr := make(chan error, 1)
 	go func() { waitErr <- s.cs.Wait() }()
+	lctx, stopLiveness := context.WithCancel(ctx)
+	livenessDone := make(chan struct{})
+	go func() {
+		defer close(livenessDone)
+		s.watchLiveness(lctx)
+	}()
 	var reason string
 	onItsOwn := false
 loop:
@@ -240,11 +252,17 @@ loop:
 			onItsOwn = true
 			reason = s.describe(err).Error()
 			break loop
+		case why := <-s.gone:
+			onItsOwn = true
+			reason = why
+			break loop
 		case <-ctx.Done():
 			reason = "stopped"
 			break loop
 		}
 	}
+	stopLiveness()
+	<-livenessDone
 	s.mu.Lock()
 	s.ended = true
 	if onItsOwn {
@@ -255,11 +273,14 @@ loop:
 		calls = append(calls, c)
 	}
 	s.mu.Unlock()
-	for _, c := range calls {
-		c.finish(nil, errorf(CodeServerFailed, "%s", reason))
-	}
 	if onItsOwn {
 		log.Warn("server session ended", "reason", reason)
+		// Every tab holding the session hears of its end before anything
+		// else about it (its calls' answers below included).
+		s.b.pool.closeHolders(s, reason)
+	}
+	for _, c := range calls {
+		c.finish(nil, errorf(CodeServerFailed, "%s", reason))
 	}
 	// Cancel what is in flight before Close: ClientSession.Close waits for them.
 	for _, c := range calls {
@@ -273,6 +294,84 @@ loop:
 }
 
 var errStopped = errors.New("stopped before it was ready")
+
+// markHeard records that the server just sent something.
+func (s *session) markHeard() { s.heardAt.Store(time.Now().UnixNano()) }
+
+// silentFor is how long the server has sent nothing.
+func (s *session) silentFor() time.Duration {
+	return time.Since(time.Unix(0, s.heardAt.Load()))
+}
+
+// declareGone ends the session: the server stopped answering. run reads it.
+func (s *session) declareGone(why string) {
+	select {
+	case s.gone <- why:
+	default: // already declared
+	}
+}
+
+// ping asks the server for a ping within Options.LivenessTimeout. Any
+// answer, an error included, shows it is there; nil also when ctx ended
+// (the bridge stopped asking, the server did not stop answering).
+func (s *session) ping(ctx context.Context) error {
+	timeout := s.b.opts.LivenessTimeout
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := s.cs.Ping(pctx, nil)
+	var wire *jsonrpc.Error
+	switch {
+	case err == nil || errors.As(err, &wire):
+		s.markHeard()
+		return nil
+	case ctx.Err() != nil:
+		return nil
+	case pctx.Err() != nil:
+		return fmt.Errorf("%s stopped answering: no answer to a ping within %s", s.spec.Name, timeout)
+	}
+	return fmt.Errorf("%s stopped answering: a ping failed: %w", s.spec.Name, err)
+}
+
+// watchLiveness pings a server that has been silent for
+// Options.LivenessInterval while the session has calls in flight, every
+// half interval, and declares it gone when it does not answer. Run by run
+// until ctx ends.
+func (s *session) watchLiveness(ctx context.Context) {
+	interval := s.b.opts.LivenessInterval
+	if interval < 0 {
+		return
+	}
+	tick := time.NewTicker(max(interval/2, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if s.callCount() == 0 || s.silentFor() < interval {
+			continue
+		}
+		if err := s.ping(ctx); err != nil {
+			s.declareGone(oneLine(err.Error()))
+			return
+		}
+	}
+}
+
+// alive is the check before a tab joins a running session: a server
+// silent for Options.LivenessInterval is pinged first, and if it does not
+// answer the session is declared gone (false).
+func (s *session) alive(ctx context.Context) bool {
+	if s.b.opts.LivenessInterval < 0 || s.silentFor() < s.b.opts.LivenessInterval {
+		return true
+	}
+	if err := s.ping(ctx); err != nil {
+		s.declareGone(oneLine(err.Error()))
+		return false
+	}
+	return true
+}
 
 // describe turns a session error into one line for the person, with the
 // server's name and its last stderr line.
@@ -358,7 +457,10 @@ func (s *session) startOnce(ctx context.Context) (*startedConn, error) {
 			Dir:               s.spec.Cwd,
 			MaxMessageBytes:   s.b.opts.ResultLimit,
 			OnStderrLine:      s.onStderr,
-			FilterIncoming:    s.tap.incomingStdio,
+			FilterIncoming: func(raw []byte) []byte {
+				s.markHeard()
+				return s.tap.incomingStdio(raw)
+			},
 			OnOutgoing:        s.tap.outgoing,
 			TerminateDuration: s.b.opts.TerminateDuration,
 			KillDuration:      s.b.opts.KillDuration,
@@ -376,9 +478,11 @@ func (s *session) startOnce(ctx context.Context) (*startedConn, error) {
 		// Last-Event-ID, honouring the server's retry), up to MaxRetries
 		// attempts in a row without a new event; zero would mean its
 		// default, so the bridge's "never" (-1) is passed as is.
+		hc := s.b.httpClientFor(s.spec, s.tap, &s.auth, &s.resume, probe)
+		hc.Transport.(*tapRoundTripper).heard = s.markHeard
 		inner = &mcp.StreamableClientTransport{
 			Endpoint:   s.spec.URL,
-			HTTPClient: s.b.httpClientFor(s.spec, s.tap, &s.auth, &s.resume, probe),
+			HTTPClient: hc,
 			MaxRetries: s.b.opts.StreamRetries,
 		}
 	default:
