@@ -56,8 +56,9 @@ type session struct {
 	stopOnce sync.Once
 	cancel   context.CancelFunc // stops run; set at creation
 
-	heardAt atomic.Int64 // unix nanoseconds when the server last sent anything (liveness)
-	gone    chan string  // buffered(1): why the server is gone (liveness); read by run
+	heardAt atomic.Int64  // unix nanoseconds when the server last sent anything (liveness)
+	gone    chan string   // buffered(1): why the server is gone (liveness); read by run
+	told    chan struct{} // closed by run once the session ended and its tabs were told
 
 	mu       sync.Mutex
 	listing  *listing                  // guarded by mu; nil until started
@@ -98,6 +99,7 @@ func newSession(b *Bridge, spec ServerSpec) *session {
 		holders:  map[*tab]int{},
 		relist:   make(chan struct{}, 1),
 		gone:     make(chan string, 1),
+		told:     make(chan struct{}),
 	}
 	s.markHeard()
 	s.tap = newTap(s.routeProgress)
@@ -223,6 +225,7 @@ func (s *session) run(ctx context.Context) {
 		s.ended = true
 		s.mu.Unlock()
 		close(s.ready)
+		close(s.told)
 		log.Warn("server failed to start", "error", s.startErr.Error(), "elapsed", time.Since(started).Round(time.Millisecond))
 		s.b.pool.sessionEnded(s, s.startErr.Error(), false)
 		return
@@ -279,6 +282,7 @@ loop:
 		// else about it (its calls' answers below included).
 		s.b.pool.closeHolders(s, reason)
 	}
+	close(s.told)
 	for _, c := range calls {
 		c.finish(nil, errorf(CodeServerFailed, "%s", reason))
 	}
@@ -357,6 +361,33 @@ func (s *session) watchLiveness(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// endedUnder is asked when a call failed without an answer (err): was it
+// because the session ended? The server is pinged (unless the connection
+// is known closed), and if the session ends, the tabs are told before the
+// call is answered: it returns the reason then. A server that answers the
+// ping has only failed this call.
+func (s *session) endedUnder(err error) (why string, ended bool) {
+	if !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, mcp.ErrSessionMissing) {
+		if perr := s.ping(s.b.ctx); perr == nil {
+			select {
+			case <-s.told:
+			default:
+				return "", false
+			}
+		} else {
+			s.declareGone(oneLine(perr.Error()))
+		}
+	}
+	select {
+	case <-s.told:
+	case <-time.After(s.b.opts.LivenessTimeout + time.Second):
+		return "", false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.endedBy, s.endedBy != ""
 }
 
 // alive is the check before a tab joins a running session: a server
@@ -450,13 +481,13 @@ func (s *session) startOnce(ctx context.Context) (*startedConn, error) {
 	switch s.spec.Transport {
 	case TransportStdio:
 		st := stdio.NewTransport(stdio.Options{
-			Name:              s.spec.Name,
-			Command:           s.spec.Command,
-			Args:              s.spec.Args,
-			Env:               s.b.childEnv(s.spec.Env),
-			Dir:               s.spec.Cwd,
-			MaxMessageBytes:   s.b.opts.ResultLimit,
-			OnStderrLine:      s.onStderr,
+			Name:            s.spec.Name,
+			Command:         s.spec.Command,
+			Args:            s.spec.Args,
+			Env:             s.b.childEnv(s.spec.Env),
+			Dir:             s.spec.Cwd,
+			MaxMessageBytes: s.b.opts.ResultLimit,
+			OnStderrLine:    s.onStderr,
 			FilterIncoming: func(raw []byte) []byte {
 				s.markHeard()
 				return s.tap.incomingStdio(raw)
@@ -776,6 +807,9 @@ func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
 	case ctx.Err() != nil:
 		return nil, errorf(CodeCancelled, "the call was cancelled")
 	case err != nil:
+		if why, ended := s.endedUnder(err); ended {
+			return nil, errorf(CodeServerFailed, "%s", why)
+		}
 		return nil, errorf(CodeServerFailed, "%s", s.describe(err).Error())
 	}
 	return nil, errorf(CodeServerFailed, "%s: no result", s.spec.Name)
