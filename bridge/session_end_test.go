@@ -277,15 +277,15 @@ func readPid(t *testing.T, path string) int {
 	return pid
 }
 
-// garbler writes an event that is not JSON-RPC in place of anything once on
-// is set.
+// garbler writes one event that is not JSON-RPC in place of the next
+// write once on is set, and clears on.
 type garbler struct {
 	http.ResponseWriter
 	on *atomic.Bool
 }
 
 func (g *garbler) Write(b []byte) (int, error) {
-	if g.on.Load() {
+	if g.on.CompareAndSwap(true, false) {
 		if _, err := io.WriteString(g.ResponseWriter, "event: message\ndata: {not json\n\n"); err != nil {
 			return 0, err
 		}
