@@ -295,3 +295,77 @@ func (g *garbler) Write(b []byte) (int, error) {
 }
 
 func (g *garbler) Flush() { g.ResponseWriter.(http.Flusher).Flush() }
+
+// TestLivenessWrapper: a server started through a wrapper that does not
+// exec (a shell script) dies while the shell keeps the pipes open. With a
+// call in flight, the session ends within the liveness bound (1.5 ×
+// LivenessInterval + LivenessTimeout after the server's last word), the
+// wrapper's process group is stopped, and the tab is told. Then, with no
+// call in flight, a tab connecting to such a session gets a fresh one:
+// the connect pings the silent server first.
+func TestLivenessWrapper(t *testing.T) {
+	const interval, timeout = 2 * time.Second, time.Second
+	bound := interval*3/2 + timeout
+	dir := t.TempDir()
+	pidFile, shPidFile := filepath.Join(dir, "pid"), filepath.Join(dir, "sh-pid")
+	spec := fakeServer(t, "wrapped", bridgetest.Mode{PidFile: pidFile})
+	spec.Args = []string{"-c", `echo $$ > "$1"; "$0" -test.run='^$'; sleep 60`, spec.Command, shPidFile}
+	spec.Command = "/bin/sh"
+	h := newHarness(t, bridge.Options{LivenessInterval: interval, LivenessTimeout: timeout}, spec)
+	ctx := testCtx(t, 60*time.Second)
+
+	t.Run("call in flight", func(t *testing.T) {
+		p := h.page(ctx)
+		connect(t, ctx, p, 1, spec)
+		sh := readPid(t, shPidFile)
+		if err := p.Send(map[string]any{"type": "tools:call", "id": "inflight", "server": spec.Name, "tool": "slow", "arguments": map[string]any{"steps": 1000, "intervalMs": 20}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:progress" }); err != nil {
+			t.Fatal(err)
+		}
+		pid := readPid(t, pidFile)
+		os.Remove(pidFile) // the next start writes its own
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		closed, err := p.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:closed" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(killed)
+		t.Logf("the session ended %s after the server died under its wrapper (bound %s): %s", took.Round(time.Millisecond), bound, closed.Str("message"))
+		if took > bound+time.Second {
+			t.Errorf("the session ended %s after the server died, beyond the bound of %s", took, bound)
+		}
+		r, err := p.Reply(ctx, "tools:call", "inflight")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustErr(t, r, bridge.CodeServerFailed)
+		waitFor(t, 5*time.Second, "the wrapper's process group to be stopped", func() bool { return !exists(sh) })
+	})
+
+	t.Run("connect pings first", func(t *testing.T) {
+		a := h.page(ctx)
+		connect(t, ctx, a, 1, spec)
+		r, _ := a.Request(ctx, map[string]any{"type": "tools:call", "id": 2, "server": spec.Name, "tool": "echo"})
+		mustOK(t, r)
+		pid := readPid(t, pidFile)
+		os.Remove(pidFile)
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(interval) // silent for an interval: a connect pings it
+		b := h.page(ctx)
+		began := time.Now()
+		connect(t, ctx, b, 1, spec)
+		t.Logf("a connect to the dead session got a fresh one in %s", time.Since(began).Round(time.Millisecond))
+		if _, err := a.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:closed" }); err != nil {
+			t.Fatalf("the tab holding the dead session was not told: %v", err)
+		}
+		r, _ = b.Request(ctx, map[string]any{"type": "tools:call", "id": 2, "server": spec.Name, "tool": "echo"})
+		mustOK(t, r)
+	})
+}
