@@ -315,6 +315,10 @@ func (s *session) declareGone(why string) {
 	}
 }
 
+// codeRejected is the code of go-sdk's "rejected by transport" error: the
+// message never reached the server (its POST failed), so it is no answer.
+const codeRejected = -32005
+
 // ping asks the server for a ping within Options.LivenessTimeout. Any
 // answer, an error included, shows it is there; nil also when ctx ended
 // (the bridge stopped asking, the server did not stop answering).
@@ -325,7 +329,7 @@ func (s *session) ping(ctx context.Context) error {
 	err := s.cs.Ping(pctx, nil)
 	var wire *jsonrpc.Error
 	switch {
-	case err == nil || errors.As(err, &wire):
+	case err == nil || errors.As(err, &wire) && wire.Code != codeRejected:
 		s.markHeard()
 		return nil
 	case ctx.Err() != nil:
