@@ -154,7 +154,8 @@ wait:
 			Type    string          `json:"type"`
 			ID      json.RawMessage `json:"id"`
 			Message string          `json:"message"`
-		}{typeProgress, m.ID, oneLine(line)}))
+			Stderr  []string        `json:"stderr,omitempty"`
+		}{typeProgress, m.ID, oneLine(line), s.stderrTail(stderrBlockLines)}))
 		throttle.Reset(startProgressEvery)
 	}
 	unwatch()
@@ -164,7 +165,9 @@ wait:
 	}
 	if s.startErr != nil {
 		t.b.pool.release(t, s)
-		answer(errorReply(m.Type, m.ID, errorf(CodeServerFailed, "%s", s.startErr.Error())))
+		e := errorf(CodeServerFailed, "%s", s.startErr.Error())
+		e.Stderr = s.stderrTail(stderrBlockLines)
+		answer(errorReply(m.Type, m.ID, e))
 		return
 	}
 	if s.state() != stateConnected {

@@ -648,7 +648,7 @@ func TestPythonSDKInterop(t *testing.T) {
 			}
 			back()
 			connect(t, ctx, p, "again", spec)
-			res, _ = p.Request(ctx, map[string]any{"type": "tools:call", "id": "again", "server": spec.Name, "tool": "echo"})
+			res, _ = p.Request(ctx, map[string]any{"type": "tools:call", "id": "call-again", "server": spec.Name, "tool": "echo"})
 			mustOK(t, res)
 			outcome["kill+reconnect"] = "ok (" + closed.Str("message") + ")"
 		})

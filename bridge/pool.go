@@ -150,7 +150,7 @@ func (p *pool) sessionEnded(s *session, reason string, onItsOwn bool) {
 	}
 	if onItsOwn || s.startErr != nil {
 		p.lastError[s.spec.Name] = reason
-		p.lastTail[s.spec.Name] = s.stderrTail(5)
+		p.lastTail[s.spec.Name] = s.stderrTail(stderrBlockLines)
 	}
 	p.mu.Unlock()
 }
@@ -195,12 +195,12 @@ func (p *pool) views(specs []ServerSpec) []*serverView {
 			v.Tabs = len(s.holders)
 			switch v.State {
 			case stateStarting:
-				v.Stderr = s.stderrTail(5)
+				v.Stderr = s.stderrTail(stderrBlockLines)
 			case stateFailed:
 				// The session failed and run has not yet handed the failure
 				// to sessionEnded: report it from the session itself.
 				v.LastError = s.failure()
-				v.Stderr = s.stderrTail(5)
+				v.Stderr = s.stderrTail(stderrBlockLines)
 			}
 		}
 		if (v.State == stateStopped || v.State == stateFailed) && v.LastError == "" {

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/megane-labs/megane-jupyter-bridge/child"
 	"github.com/megane-labs/megane-jupyter-bridge/stdio"
@@ -175,18 +176,61 @@ func (s *session) onStderr(line string) {
 	}
 }
 
-// stderrTail returns up to n of the latest non-blank stderr lines.
+// The stderr block quoted to a page (a start's progress, its failure,
+// tools:servers): the latest lines, at most this many, each cut to
+// stderrLineBytes, and together within stderrBlockBytes (the oldest go
+// first). A server's log wrapped at 80 columns (mcp 1.29.0's) is then read
+// as the lines it wrote, not a fragment of one.
+const (
+	stderrBlockLines = 5
+	stderrLineBytes  = 240
+	stderrBlockBytes = 1024
+)
+
+// stderrTail returns up to n of the latest non-blank stderr lines, without
+// control characters, each at most stderrLineBytes and together at most
+// stderrBlockBytes.
 func (s *session) stderrTail(n int) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
+	total := 0
 	for i := len(s.stderr) - 1; i >= 0 && len(out) < n; i-- {
-		if strings.TrimSpace(s.stderr[i]) != "" {
-			out = append(out, s.stderr[i])
+		line := cleanLine(s.stderr[i], stderrLineBytes)
+		if line == "" {
+			continue
 		}
+		if total+len(line) > stderrBlockBytes {
+			break
+		}
+		total += len(line)
+		out = append(out, line)
 	}
 	slices.Reverse(out)
 	return out
+}
+
+// cleanLine is line without control characters (escape sequences of a
+// coloured log keep their printable rest), trimmed, and cut to max bytes
+// on a character boundary.
+func cleanLine(line string, max int) string {
+	line = strings.TrimSpace(strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t':
+			return ' '
+		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0:
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(line, "\uFFFD")))
+	if len(line) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(line[cut]) {
+			cut--
+		}
+		line = line[:cut] + "…"
+	}
+	return line
 }
 
 func (s *session) lastStderr() string {
@@ -315,6 +359,18 @@ func (s *session) declareGone(why string) {
 	}
 }
 
+// errConnEnded: a ping found the connection closed; run learns why from
+// go-sdk (Wait), which says it better than the ping could.
+var errConnEnded = errors.New("the connection ended")
+
+// goneFor declares the session gone for err, a ping's failure, unless the
+// connection already ended (run is told that by go-sdk).
+func (s *session) goneFor(err error) {
+	if !errors.Is(err, errConnEnded) {
+		s.declareGone(oneLine(err.Error()))
+	}
+}
+
 // codeRejected is the code of go-sdk's "rejected by transport" error: the
 // message never reached the server (its POST failed), so it is no answer.
 const codeRejected = -32005
@@ -334,6 +390,8 @@ func (s *session) ping(ctx context.Context) error {
 		return nil
 	case ctx.Err() != nil:
 		return nil
+	case errors.Is(err, mcp.ErrConnectionClosed):
+		return errConnEnded
 	case pctx.Err() != nil:
 		return fmt.Errorf("%s stopped answering: no answer to a ping within %s", s.spec.Name, timeout)
 	}
@@ -361,7 +419,7 @@ func (s *session) watchLiveness(ctx context.Context) {
 			continue
 		}
 		if err := s.ping(ctx); err != nil {
-			s.declareGone(oneLine(err.Error()))
+			s.goneFor(err)
 			return
 		}
 	}
@@ -381,7 +439,7 @@ func (s *session) endedUnder(err error) (why string, ended bool) {
 				return "", false
 			}
 		} else {
-			s.declareGone(oneLine(perr.Error()))
+			s.goneFor(perr)
 		}
 	}
 	select {
@@ -402,7 +460,7 @@ func (s *session) alive(ctx context.Context) bool {
 		return true
 	}
 	if err := s.ping(ctx); err != nil {
-		s.declareGone(oneLine(err.Error()))
+		s.goneFor(err)
 		return false
 	}
 	return true

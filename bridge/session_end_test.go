@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -367,5 +368,72 @@ func TestLivenessWrapper(t *testing.T) {
 		}
 		r, _ = b.Request(ctx, map[string]any{"type": "tools:call", "id": 2, "server": spec.Name, "tool": "echo"})
 		mustOK(t, r)
+	})
+}
+
+// TestStartStderrBlock: a server that writes a long warning wrapped at 80
+// columns (mcp 1.29.0's) while it starts. The start's progress and its
+// failure quote the last few stderr lines as a block (a bounded list,
+// control characters removed), not the last line alone.
+func TestStartStderrBlock(t *testing.T) {
+	check := func(t *testing.T, what string, block []string, last string) {
+		t.Helper()
+		if len(block) < 2 || len(block) > 5 {
+			t.Fatalf("%s: %d stderr lines, want 2 to 5: %q", what, len(block), block)
+		}
+		total := 0
+		for _, l := range block {
+			total += len(l)
+			if strings.ContainsFunc(l, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+				t.Errorf("%s: a control character in %q", what, l)
+			}
+		}
+		if total > 1024 {
+			t.Errorf("%s: %d bytes of stderr, want at most 1024", what, total)
+		}
+		if block[len(block)-1] != last {
+			t.Errorf("%s: the block ends with %q, want %q", what, block[len(block)-1], last)
+		}
+	}
+	warning := append(bridgetest.PythonWarning(), "\x1b[31mERROR\x1b[0m\tcannot load the model")
+	t.Run("failure", func(t *testing.T) {
+		ctx := testCtx(t, 30*time.Second)
+		spec := fakeServer(t, "fails", bridgetest.Mode{Stderr: warning, ExitBeforeInit: true})
+		h := newHarness(t, bridge.Options{}, spec)
+		p := h.page(ctx)
+		r, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": 1, "server": spec.Name, "fingerprint": spec.Fingerprint, "confirmed": true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustErr(t, r, bridge.CodeServerFailed)
+		var e struct{ Stderr []string }
+		json.Unmarshal(r.Fields["error"], &e)
+		check(t, "the failure", e.Stderr, "bridgetest: fatal: simulated failure before initialize")
+		if !slices.Contains(e.Stderr, "ERROR cannot load the model") {
+			t.Errorf("the coloured line is not quoted without its escapes: %q", e.Stderr)
+		}
+	})
+	t.Run("progress", func(t *testing.T) {
+		ctx := testCtx(t, 30*time.Second)
+		spec := fakeServer(t, "hangs", bridgetest.Mode{Stderr: warning, HangInit: true})
+		h := newHarness(t, bridge.Options{InitTimeout: 2 * time.Second, DiscoverTimeout: 500 * time.Millisecond}, spec)
+		p := h.page(ctx)
+		r, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": 1, "server": spec.Name, "fingerprint": spec.Fingerprint, "confirmed": true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustErr(t, r, bridge.CodeServerFailed)
+		var last *bridgetest.Msg
+		for _, m := range p.All() {
+			if m.Type == "tools:progress" {
+				last = m
+			}
+		}
+		if last == nil {
+			t.Fatal("no tools:progress while the server started")
+		}
+		var block []string
+		json.Unmarshal(last.Fields["stderr"], &block)
+		check(t, "the progress", block, "ERROR cannot load the model")
 	})
 }
