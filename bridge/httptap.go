@@ -160,6 +160,7 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	if method == methodDiscover && rt.probe.bounded() {
 		var refused bool
 		if resp, refused, err = rt.boundedDiscover(req, reqID); refused {
+			rt.answered(rawIDKey(reqID))
 			return resp, nil
 		}
 	} else {
@@ -180,22 +181,26 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		switch {
 		case notification:
 			if rt.log != nil {
-				rt.log.Warn("the server refused a notification; the session goes on", "status", resp.Status, "answer", detail)
+				rt.log.Warn("the server refused a notification; the session goes on", "status", resp.Status, "answer", detail.text)
 			}
 			return accepted(req), nil
 		case reqID != nil && method != methodDiscover:
 			if rt.log != nil {
-				rt.log.Warn("the server refused a request", "method", method, "status", resp.Status, "answer", detail)
+				rt.log.Warn("the server refused a request", "method", method, "status", resp.Status, "answer", detail.text)
 			}
-			msg := "the server refused the request: HTTP " + resp.Status
-			if detail != "" {
-				msg += ": " + detail
+			e := detail.rpc
+			if e == nil {
+				msg := "the server refused the request: HTTP " + resp.Status
+				if detail.text != "" {
+					msg += ": " + detail.text
+				}
+				e = &rpcError{Code: -32603, Message: msg}
 			}
 			body, _ := json.Marshal(struct {
 				JSONRPC string          `json:"jsonrpc"`
 				ID      json.RawMessage `json:"id"`
 				Error   rpcError        `json:"error"`
-			}{"2.0", reqID, rpcError{Code: -32603, Message: msg}})
+			}{"2.0", reqID, *e})
 			resp = &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 				Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(body)),
 				ContentLength: int64(len(body)), Request: req}
@@ -362,13 +367,30 @@ func (rt *tapRoundTripper) skipNotification(req *http.Request, method string, pa
 	return true
 }
 
-// refusal is the first line of a refused answer's body, bounded, for the
-// log and the call's error; the body is closed.
-func refusal(resp *http.Response) string {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+// refused is what a refused answer's body says: the JSON-RPC error it
+// carries, if it is one, and its first line, bounded, for the log.
+type refused struct {
+	rpc  *rpcError
+	text string
+}
+
+// refusal reads a refused answer's body (bounded) and closes it.
+func refusal(resp *http.Response) refused {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
+	var r refused
+	var m struct {
+		Error *rpcError `json:"error"`
+	}
+	if json.Unmarshal(b, &m) == nil && m.Error != nil && m.Error.Message != "" {
+		r.rpc = m.Error
+	}
 	line, _, _ := bytes.Cut(bytes.TrimSpace(b), []byte("\n"))
-	return oneLine(string(line))
+	if len(line) > 512 {
+		line = line[:512]
+	}
+	r.text = oneLine(string(line))
+	return r
 }
 
 func errOrStatus(err error, resp *http.Response) string {

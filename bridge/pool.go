@@ -159,6 +159,9 @@ func (p *pool) sessionEnded(s *session, reason string, onItsOwn bool) {
 // (tools:closed). Called by run before it answers the session's calls.
 func (p *pool) closeHolders(s *session, reason string) {
 	p.mu.Lock()
+	// A tab told may connect again at once: it must get a new session,
+	// not this one (see acquire), whatever the idle grace.
+	s.stopping = true
 	holders := make([]*tab, 0, len(s.holders))
 	for t := range s.holders {
 		holders = append(holders, t)

@@ -245,7 +245,7 @@ func TestSessionEnds(t *testing.T) {
 			_ = exe
 			ctx := testCtx(t, 30*time.Second)
 			spec, end, why := tc.start(t)
-			h := newHarness(t, bridge.Options{LivenessInterval: time.Second, LivenessTimeout: 500 * time.Millisecond}, spec)
+			h := newHarness(t, bridge.Options{LivenessInterval: time.Second, LivenessTimeout: 500 * time.Millisecond, IdleGrace: 5 * time.Second}, spec)
 			a, b := h.page(ctx), h.page(ctx)
 			connect(t, ctx, a, 1, spec)
 			connect(t, ctx, b, 1, spec)
