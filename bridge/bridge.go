@@ -93,13 +93,13 @@ type Options struct {
 	// LivenessInterval: a server silent this long (nothing received from
 	// it: no answer, no progress, no event) is pinged, with
 	// LivenessTimeout to answer, before a tab joins its session, and
-	// while the session has calls in flight (checked every half
-	// interval). A server that does not answer in time (any answer, an
-	// error included, will do) has stopped: its session ends, its process
-	// group is stopped, and its tabs get tools:closed. So a server that
-	// dies under a wrapper that keeps its pipes open, with a call in
-	// flight, is ended at most 1.5 × LivenessInterval + LivenessTimeout
-	// after its last word. If zero, 10s; negative, never pinged.
+	// while the session has calls in flight. A server that does not
+	// answer in time (any answer, an error included, will do) has
+	// stopped: its session ends, its process group is stopped, and its
+	// tabs get tools:closed. So a server that dies under a wrapper that
+	// keeps its pipes open, with a call in flight, is ended about
+	// LivenessInterval + LivenessTimeout after its last word.
+	// If zero, 10s; negative, never pinged.
 	LivenessInterval time.Duration
 	// LivenessTimeout bounds the answer to a liveness ping (see
 	// LivenessInterval). If zero, 5s.

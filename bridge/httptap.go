@@ -42,10 +42,6 @@ type tapRoundTripper struct {
 	lastRev   string            // guarded by mu; the revision of the latest request
 }
 
-// revision20260728 is the first revision whose Streamable HTTP
-// cancellation is the closing of the call's response stream.
-const revision20260728 = "2026-07-28"
-
 // cancelByClosing reports whether a call sent under revision rev is
 // cancelled, over Streamable HTTP, by closing its response stream alone
 // (revision 2026-07-28 and later: "no notifications/cancelled message is
@@ -54,7 +50,7 @@ const revision20260728 = "2026-07-28"
 // Over stdio notifications/cancelled is always sent: go-sdk does so when a
 // call's context ends, and the stdio transport passes it on. This is the
 // one place the bridge decides how a call is cancelled.
-func cancelByClosing(rev string) bool { return rev >= revision20260728 }
+func cancelByClosing(rev string) bool { return rev >= protocolVersion20260728 }
 
 func (rt *tapRoundTripper) noteSent(id, rev string) {
 	rt.mu.Lock()

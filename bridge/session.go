@@ -399,29 +399,34 @@ func (s *session) ping(ctx context.Context) error {
 }
 
 // watchLiveness pings a server that has been silent for
-// Options.LivenessInterval while the session has calls in flight, every
-// half interval, and declares it gone when it does not answer. Run by run
-// until ctx ends.
+// Options.LivenessInterval while the session has calls in flight, and
+// declares it gone when it does not answer. It wakes when the server will
+// have been silent for an interval (or every interval while no call is in
+// flight), so a server that dies with a call in flight is pinged one
+// interval after its last word. Run by run until ctx ends.
 func (s *session) watchLiveness(ctx context.Context) {
 	interval := s.b.opts.LivenessInterval
 	if interval < 0 {
 		return
 	}
-	tick := time.NewTicker(max(interval/2, time.Millisecond))
-	defer tick.Stop()
+	wake := time.NewTimer(interval)
+	defer wake.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-wake.C:
 		}
-		if s.callCount() == 0 || s.silentFor() < interval {
-			continue
+		next := interval
+		if s.callCount() > 0 {
+			if silent := s.silentFor(); silent < interval {
+				next = interval - silent
+			} else if err := s.ping(ctx); err != nil {
+				s.goneFor(err)
+				return
+			}
 		}
-		if err := s.ping(ctx); err != nil {
-			s.goneFor(err)
-			return
-		}
+		wake.Reset(max(next, time.Millisecond))
 	}
 }
 
