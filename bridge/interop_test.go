@@ -625,6 +625,9 @@ func TestPythonSDKInterop(t *testing.T) {
 
 			res, _ = p.Request(ctx, map[string]any{"type": "tools:call", "id": "after", "server": spec.Name, "tool": "echo", "arguments": map[string]any{"x": 1}})
 			mustOK(t, res)
+			if r.modern && !bytes.Contains(res.Fields["result"], []byte(`"io.modelcontextprotocol/serverInfo"`)) {
+				t.Errorf("the result lost its _meta: %s", res.Fields["result"])
+			}
 			for _, m := range p.All() {
 				if m.Type == "tools:closed" {
 					t.Fatalf("the session closed: %s", m)

@@ -156,10 +156,10 @@ type Mode struct {
 	// DiscoverCode is the JSON-RPC error code answering server/discover
 	// when not Modern. If zero, -32601 (method not found).
 	DiscoverCode int `json:"discoverCode,omitempty"`
-	// CompleteResults gives every result of initialize, ping, tools/list
-	// and tools/call (built-in tools, fixtures and Tools) resultType
-	// "complete" and _meta["io.modelcontextprotocol/serverInfo"], as mcp
-	// 2.0.0's carry.
+	// CompleteResults gives every result of ping, tools/list and
+	// tools/call (fixtures, Tools and the built-in tools but big and
+	// atoms, which stream theirs) resultType "complete" and
+	// _meta["io.modelcontextprotocol/serverInfo"], as mcp 2.0.0's carry.
 	CompleteResults bool `json:"completeResults,omitempty"`
 	// EmptyVersion makes serverInfo.version "" (mcp 2.x's default).
 	EmptyVersion bool `json:"emptyVersion,omitempty"`
