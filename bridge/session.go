@@ -211,8 +211,8 @@ func (s *session) stderrTail(n int) []string {
 }
 
 // cleanLine is line without control characters (escape sequences of a
-// coloured log keep their printable rest), trimmed, and cut to max bytes
-// on a character boundary.
+// coloured log keep their printable rest), trimmed, and cut on a character
+// boundary to at most max bytes, "…" included.
 func cleanLine(line string, max int) string {
 	line = strings.TrimSpace(strings.Map(func(r rune) rune {
 		switch {
@@ -224,7 +224,7 @@ func cleanLine(line string, max int) string {
 		return r
 	}, strings.ToValidUTF8(line, "\uFFFD")))
 	if len(line) > max {
-		cut := max
+		cut := max - len("…")
 		for cut > 0 && !utf8.RuneStart(line[cut]) {
 			cut--
 		}
