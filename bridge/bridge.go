@@ -106,6 +106,21 @@ type Options struct {
 	// stream ends the session).
 	StreamRetries int
 
+	// LivenessInterval: a server silent this long (nothing received from
+	// it: no answer, no progress, no event) is pinged, with
+	// LivenessTimeout to answer, before a tab joins its session, and
+	// while the session has calls in flight. A server that does not
+	// answer in time (any answer, an error included, will do) has
+	// stopped: its session ends, its process group is stopped, and its
+	// tabs get tools:closed. So a server that dies under a wrapper that
+	// keeps its pipes open, with a call in flight, is ended about
+	// LivenessInterval + LivenessTimeout after its last word.
+	// If zero, 10s; negative, never pinged.
+	LivenessInterval time.Duration
+	// LivenessTimeout bounds the answer to a liveness ping (see
+	// LivenessInterval). If zero, 5s.
+	LivenessTimeout time.Duration
+
 	Environ  []string // base environment of stdio servers; if nil, os.Environ()
 	StripEnv []string // variable names never passed to stdio servers (credentials); "NAME_*" strips a prefix
 
@@ -177,6 +192,8 @@ func (o *Options) setDefaults() {
 	defD(&o.IdleGrace, 5*time.Second)
 	defD(&o.ChunkTimeout, 60*time.Second)
 	defD(&o.ConfigRecheck, time.Second)
+	defD(&o.LivenessInterval, 10*time.Second)
+	defD(&o.LivenessTimeout, 5*time.Second)
 	if o.ProtocolVersion == "" {
 		o.ProtocolVersion = "2026-07-28"
 	}

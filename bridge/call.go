@@ -103,6 +103,7 @@ func (t *tab) handleCall(m pageMessage) {
 	}
 	t.mu.Lock()
 	s := t.shares[*req.Server]
+	closedBy := t.closedBy[*req.Server]
 	inFlight := 0
 	for _, p := range t.pending {
 		if p.server != nil {
@@ -110,6 +111,10 @@ func (t *tab) handleCall(m pageMessage) {
 		}
 	}
 	t.mu.Unlock()
+	if s == nil && closedBy != "" {
+		t.push(errorReply(m.Type, m.ID, errorf(CodeNotConnected, "the session with %s ended: %s; connect again", *req.Server, closedBy)))
+		return
+	}
 	if s == nil {
 		t.push(errorReply(m.Type, m.ID, errorf(CodeNotConnected, "this tab is not connected to %q: send tools:connect first", *req.Server)))
 		return

@@ -83,7 +83,7 @@ func (t *tab) handleConnect(m pageMessage) {
 		defer t.work.Done()
 		defer cancel()
 		defer t.removePending(m.ID, p)
-		t.connect(ctx, m, spec, answer)
+		t.connect(ctx, m, spec, answer, true)
 	}()
 }
 
@@ -92,8 +92,10 @@ func (t *tab) handleConnect(m pageMessage) {
 const startProgressEvery = 100 * time.Millisecond
 
 // connect runs one tools:connect: acquire the session, wait for its start
-// (relaying stderr as progress), then answer with the listing.
-func (t *tab) connect(ctx context.Context, m pageMessage, spec ServerSpec, answer func([]byte) bool) {
+// (relaying stderr as progress), make sure a running session's server still
+// answers (session.alive), then answer with the listing. When it does not,
+// the session ends and, if again, a new one is started in its place.
+func (t *tab) connect(ctx context.Context, m pageMessage, spec ServerSpec, answer func([]byte) bool, again bool) {
 	// A tab holds at most one share per server name: a connect to a new
 	// definition of the same name releases the old one.
 	t.mu.Lock()
@@ -152,7 +154,8 @@ wait:
 			Type    string          `json:"type"`
 			ID      json.RawMessage `json:"id"`
 			Message string          `json:"message"`
-		}{typeProgress, m.ID, oneLine(line)}))
+			Stderr  []string        `json:"stderr,omitempty"`
+		}{typeProgress, m.ID, oneLine(line), s.stderrTail(stderrBlockLines)}))
 		throttle.Reset(startProgressEvery)
 	}
 	unwatch()
@@ -162,12 +165,32 @@ wait:
 	}
 	if s.startErr != nil {
 		t.b.pool.release(t, s)
-		answer(errorReply(m.Type, m.ID, errorf(CodeServerFailed, "%s", s.startErr.Error())))
+		e := errorf(CodeServerFailed, "%s", s.startErr.Error())
+		e.Stderr = s.stderrTail(stderrBlockLines)
+		answer(errorReply(m.Type, m.ID, e))
 		return
 	}
 	if s.state() != stateConnected {
 		t.b.pool.release(t, s)
 		answer(errorReply(m.Type, m.ID, errorf(CodeServerFailed, "the session with %s ended as it was joined: connect again", spec.Name)))
+		return
+	}
+	if !s.alive(ctx) {
+		// The server stopped answering: its session ends (and its other
+		// tabs are told); this connect starts a new one.
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+		}
+		t.b.pool.release(t, s)
+		if ctx.Err() != nil {
+			return // answered by whoever cancelled
+		}
+		if again {
+			t.connect(ctx, m, spec, answer, false)
+			return
+		}
+		answer(errorReply(m.Type, m.ID, errorf(CodeServerFailed, "%s stopped answering twice in a row: connect again later", spec.Name)))
 		return
 	}
 	l := s.currentListing()
@@ -187,6 +210,7 @@ wait:
 		return
 	}
 	t.shares[spec.Name] = s
+	delete(t.closedBy, spec.Name)
 	t.mu.Unlock()
 	if !answer(buildMessage(struct {
 		replyHead
@@ -212,6 +236,10 @@ func (t *tab) sessionClosed(s *session, reason string) {
 	held := t.shares[s.spec.Name] == s
 	if held {
 		delete(t.shares, s.spec.Name)
+		if t.closedBy == nil {
+			t.closedBy = map[string]string{}
+		}
+		t.closedBy[s.spec.Name] = oneLine(reason)
 	}
 	t.mu.Unlock()
 	if !held {
@@ -240,6 +268,7 @@ func (t *tab) handleDisconnect(m pageMessage) {
 	t.mu.Lock()
 	s := t.shares[*req.Server]
 	delete(t.shares, *req.Server)
+	delete(t.closedBy, *req.Server)
 	var toCancel []*pending
 	if s != nil {
 		for _, p := range t.pending {

@@ -39,9 +39,13 @@
 //     lock of its own: acquire, release, the idle grace, the end, and each
 //     server's last failure.
 //   - session.go: one MCP session's life: start (stdio or Streamable HTTP),
-//     tools/list, tools/call upstream, its end.
+//     tools/list, tools/call upstream, liveness (the pings of a silent
+//     server), its end (PROTOCOL.md, "When a session ends").
 //   - tap.go, httptap.go: the raw tap under go-sdk (results byte for byte,
-//     progress in wire order); httptap.go is the Streamable HTTP side.
+//     progress in wire order); httptap.go is the Streamable HTTP side, and
+//     the one place that decides how a call is cancelled at each revision
+//     (cancelByClosing) and that one refused message is that message's
+//     failure, not the session's.
 //   - discover.go: revision 2026-07-28's server/discover, bounded (the
 //     stdio side; httptap.go bounds it over HTTP), the one rule that starts
 //     a slow server of 2026-07-28 only again, and the revision each server

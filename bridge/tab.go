@@ -49,6 +49,7 @@ type tab struct {
 	shares   map[string]*session // guarded by mu; by server name
 	pending  map[string]*pending // guarded by mu; connects and calls in flight, by id key
 	connects int                 // guarded by mu; the connects in pending (at most Options.MaxPendingConnects)
+	closedBy map[string]string   // guarded by mu; by server name: why the session this tab held ended on its own (nil until one did)
 }
 
 // outMsg is one message queued for a page: its parts concatenated.

@@ -173,7 +173,7 @@ func checkServer(ctx context.Context, cfg *jupyter.Config, e bridge.ServerSpec, 
 	}
 	info := ""
 	if ir := cs.InitializeResult(); ir != nil && ir.ServerInfo != nil {
-		info = fmt.Sprintf(" (%s %s)", ir.ServerInfo.Name, ir.ServerInfo.Version)
+		info = nameVersion(ir.ServerInfo.Name, ir.ServerInfo.Version)
 	}
 	level := "ok"
 	if builder == 0 {
@@ -414,4 +414,18 @@ func waterDocument() map[string]any {
 		"cell":      []any{20.0, 0.0, 0.0, 0.0, 20.0, 0.0, 0.0, 0.0, 20.0},
 		"bonds":     []any{[]any{0, 1}, []any{0, 2}},
 	}
+}
+
+// nameVersion is how check and doctor name a server after its entry:
+// " (name version)", " (name)" when it gives no version (mcp 2.x's
+// default), and "" when it gives no name.
+func nameVersion(name, version string) string {
+	name, version = strings.TrimSpace(name), strings.TrimSpace(version)
+	switch {
+	case name == "":
+		return ""
+	case version == "":
+		return " (" + name + ")"
+	}
+	return " (" + name + " " + version + ")"
 }
