@@ -25,7 +25,7 @@ GOVULNCHECK ?= $(GO) run golang.org/x/vuln/cmd/govulncheck@v1.9.0
 VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
 VULNDB         := .cache/vulndb-$(VULNDB_VERSION)
 
-.PHONY: links go-test-args build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels vuln go-version
+.PHONY: reproducible links go-test-args build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels vuln go-version
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/megane-jupyter-bridge  # -buildvcs=auto: stamp the commit even where GOFLAGS turns it off
@@ -126,6 +126,18 @@ abuse:
 	echo "| attack | bound | measured |"; echo "|---|---|---|"; \
 	sed -n 's/.*abuse: \(.*\)/| \1 |/p' bin/abuse.log; \
 	grep -E '^(--- FAIL|FAIL|ok)' bin/abuse.log; exit $$status
+
+# The Linux wheel built twice, the second time with an empty build cache,
+# must be the same bytes (issue 25): -trimpath, the commit stamped by
+# -buildvcs, fixed zip times and file order.
+REPRO := .cache/repro
+reproducible:
+	rm -rf $(REPRO) && mkdir -p $(REPRO)/gocache
+	$(GO) run ./cmd/internal/mkwheel -out $(REPRO)/a linux/amd64 >/dev/null
+	GOCACHE=$(abspath $(REPRO))/gocache $(GO) run ./cmd/internal/mkwheel -out $(REPRO)/b linux/amd64 >/dev/null
+	@a=$$(ls $(REPRO)/a/*.whl) && b=$$(ls $(REPRO)/b/*.whl) && cmp "$$a" "$$b" && \
+		echo "reproducible: $$(basename $$a) built twice (once with an empty build cache) is the same $$(wc -c < $$a) bytes, sha256 $$(sha256sum < $$a | cut -c1-16)…"
+	rm -rf $(REPRO)
 
 clean:
 	rm -rf bin $(DIST)
