@@ -18,6 +18,7 @@ FUZZTIME  ?= 10000x
 # standard library), and pinned here only.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOVULNCHECK ?= $(GO) run golang.org/x/vuln/cmd/govulncheck@v1.9.0
+ACTIONLINT ?= $(GO) run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 # The Go vulnerability database govulncheck reads, offline: built by vulndb's
 # own indexdb from the OSV files of golang.org/x/vulndb at this version (a
 # snapshot, 5 November 2026; raise it to learn of newer reports), which the
@@ -67,6 +68,7 @@ lint:
 	$(GO) vet ./...
 	@set -e; for p in $(CROSS_PLATFORMS); do echo "GOOS=$${p%/*} GOARCH=$${p#*/} go vet ./..."; GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet ./...; done
 	$(STATICCHECK) ./...
+	$(ACTIONLINT)
 	sh .ci/package-docs.sh
 
 tidy-check:
