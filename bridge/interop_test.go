@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -514,7 +513,11 @@ func TestPythonSDKInterop(t *testing.T) {
 			kill := func() {
 				pid := readPid(t, mode.PidFile)
 				os.Remove(mode.PidFile)
-				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				proc, err := os.FindProcess(pid)
+				if err == nil {
+					err = proc.Kill() // SIGKILL; TerminateProcess on Windows
+				}
+				if err != nil {
 					t.Fatal(err)
 				}
 			}

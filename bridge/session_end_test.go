@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -206,7 +205,7 @@ func TestSessionEnds(t *testing.T) {
 		{"process exited", func(t *testing.T) (bridge.ServerSpec, func(), string) {
 			pidFile := filepath.Join(t.TempDir(), "pid")
 			spec := fakeServer(t, "exits", bridgetest.Mode{PidFile: pidFile})
-			return spec, func() { syscall.Kill(readPid(t, pidFile), syscall.SIGKILL) }, "SIGKILL"
+			return spec, func() { killPid(readPid(t, pidFile)) }, "SIGKILL"
 		}},
 		{"transport closed", func(t *testing.T) (bridge.ServerSpec, func(), string) {
 			// The server breaks its event stream (an event that is not
@@ -227,7 +226,7 @@ func TestSessionEnds(t *testing.T) {
 			spec := fakeServer(t, "closes", bridgetest.Mode{PidFile: pidFile})
 			spec.Args = []string{"-c", `"$0" -test.run='^$'; exec >&-; sleep 60`, spec.Command}
 			spec.Command = "/bin/sh"
-			return spec, func() { syscall.Kill(readPid(t, pidFile), syscall.SIGKILL) }, "stopped answering"
+			return spec, func() { killPid(readPid(t, pidFile)) }, "stopped answering"
 		}},
 		{"stateful HTTP session answered 404", func(t *testing.T) (bridge.ServerSpec, func(), string) {
 			spec, replay, _ := replayServer(t, "forgets", bridgetest.HTTPOptions{}, nil)
@@ -238,7 +237,7 @@ func TestSessionEnds(t *testing.T) {
 			spec := fakeServer(t, "silent", bridgetest.Mode{PidFile: pidFile})
 			spec.Args = []string{"-c", `"$0" -test.run='^$'; sleep 60`, spec.Command}
 			spec.Command = "/bin/sh"
-			return spec, func() { syscall.Kill(readPid(t, pidFile), syscall.SIGKILL) }, "stopped answering"
+			return spec, func() { killPid(readPid(t, pidFile)) }, "stopped answering"
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -327,7 +326,7 @@ func TestLivenessWrapper(t *testing.T) {
 		}
 		pid := readPid(t, pidFile)
 		os.Remove(pidFile) // the next start writes its own
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		if err := killPid(pid); err != nil {
 			t.Fatal(err)
 		}
 		killed := time.Now()
@@ -355,7 +354,7 @@ func TestLivenessWrapper(t *testing.T) {
 		mustOK(t, r)
 		pid := readPid(t, pidFile)
 		os.Remove(pidFile)
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		if err := killPid(pid); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(interval) // silent for an interval: a connect pings it
@@ -436,4 +435,13 @@ func TestStartStderrBlock(t *testing.T) {
 		json.Unmarshal(last.Fields["stderr"], &block)
 		check(t, "the progress", block, "ERROR cannot load the model")
 	})
+}
+
+// killPid kills process pid: SIGKILL, or TerminateProcess on Windows.
+func killPid(pid int) error {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return err
+	}
+	return p.Kill()
 }

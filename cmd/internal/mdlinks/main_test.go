@@ -22,7 +22,7 @@ func TestSlug(t *testing.T) {
 		"Install on a Jupyter server or a JupyterHub image": "install-on-a-jupyter-server-or-a-jupyterhub-image",
 		"Linux, macOS and Windows":                          "linux-macos-and-windows",
 		"Admin settings: megane_jupyter_bridge.toml":        "admin-settings-megane_jupyter_bridgetoml",
-		"`tools:call`":                                      "toolscall",
+		"`tools:call`": "toolscall",
 	} {
 		if got := Slug(in); got != want {
 			t.Errorf("Slug(%q) = %q, want %q", in, got, want)
