@@ -302,16 +302,16 @@ func (b *Bridge) ServerCounters() map[string]ServerCounters {
 }
 
 // isToolError reports whether a tools/call result says isError: true at
-// its top level. Results can be tens of megabytes: only one that holds
-// the word is decoded.
+// its top level, the key matched exactly (as a page's JSON.parse reads
+// it; the last of duplicates wins). Results can be tens of megabytes:
+// only one that holds the key as written is decoded, so a key spelled
+// with escapes ("is\u0045rror") counts as ok.
 func isToolError(raw []byte) bool {
 	if !bytes.Contains(raw, []byte(`"isError"`)) {
 		return false
 	}
-	var r struct {
-		IsError bool `json:"isError"`
-	}
-	return json.Unmarshal(raw, &r) == nil && r.IsError
+	var r map[string]json.RawMessage
+	return json.Unmarshal(raw, &r) == nil && string(r["isError"]) == "true"
 }
 
 // directFromLoopback reports whether r came straight from this machine: a

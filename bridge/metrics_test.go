@@ -455,3 +455,106 @@ func TestAuditRecordsEveryCall(t *testing.T) {
 		t.Errorf("%d audit log lines for calls, want 9", n)
 	}
 }
+
+// echoCalls connects a page to a fresh tool server and makes n echo calls,
+// each answered ok.
+func echoCalls(t *testing.T, opts bridge.Options, n int) *harness {
+	t.Helper()
+	spec := fakeServer(t, "lab", bridgetest.Mode{})
+	h := newHarness(t, opts, spec)
+	ctx := testCtx(t, 60*time.Second)
+	p := h.page(ctx)
+	connect(t, ctx, p, 1, spec)
+	for i := range n {
+		r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": 100 + i, "server": "lab", "tool": "echo",
+			"arguments": map[string]any{"i": i}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustOK(t, r)
+	}
+	return h
+}
+
+// TestAuditRotatesBySize: a file that would pass AuditMaxBytes is moved to
+// .1 (and .1 to .2), AuditKeep rotated files are kept, every file stays
+// within the size and owner-only, and the newest holds the last call.
+func TestAuditRotatesBySize(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	const max = 1500
+	h := echoCalls(t, bridge.Options{AuditFile: path, AuditMaxBytes: max, AuditKeep: 2}, 20)
+	h.b.Close()
+	for _, p := range []string{path, path + ".1", path + ".2"} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if st.Size() > max || st.Size() == 0 {
+			t.Errorf("%s is %d bytes, want 1 to %d", p, st.Size(), max)
+		}
+		ownerOnly(t, p)
+		auditLines(t, p) // every line is whole JSON
+	}
+	if _, err := os.Stat(path + ".3"); !os.IsNotExist(err) {
+		t.Errorf("%s.3 exists (AuditKeep is 2): %v", path, err)
+	}
+	recs := auditLines(t, path)
+	if last := recs[len(recs)-1]; last["event"] != "call" || last["id"] != "119" {
+		t.Errorf("the newest file's last record is %v, want the last call (id 119)", last)
+	}
+}
+
+// TestAuditWriteFailureNeverFailsACall: with the audit file's directory
+// gone, calls are answered as ever, the failure is logged once, the
+// records still reach the log; once the directory is back, the file is
+// written again.
+func TestAuditWriteFailureNeverFailsACall(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "audit")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "audit.jsonl")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	spec := fakeServer(t, "lab", bridgetest.Mode{})
+	h := newHarness(t, bridge.Options{AuditFile: path}, spec)
+	ctx := testCtx(t, 60*time.Second)
+	p := h.page(ctx)
+	connect(t, ctx, p, 1, spec)
+	call := func(id int) {
+		t.Helper()
+		r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": id, "server": "lab", "tool": "echo", "arguments": map[string]any{"id": id}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustOK(t, r)
+	}
+	call(10)
+	call(11)
+	// A call's record follows its answer.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) &&
+		strings.Count(h.logBuf.String(), "msg=audit event=call") < 2; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	logs := h.logBuf.String()
+	if n := strings.Count(logs, "cannot write the audit file"); n != 1 {
+		t.Errorf("the write failure was logged %d times, want once:\n%s", n, logs)
+	}
+	if n := strings.Count(logs, "msg=audit event=call"); n != 2 {
+		t.Errorf("%d audit log lines for calls, want 2", n)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	call(12)
+	h.b.Close() // every record written
+	if !strings.Contains(h.logBuf.String(), "the audit file can be written again") {
+		t.Errorf("the recovery was not logged")
+	}
+	recs := auditLines(t, path)
+	if len(recs) != 1 || recs[0]["id"] != "12" {
+		t.Errorf("the audit file after the directory came back: %v, want the call with id 12", recs)
+	}
+	ownerOnly(t, path)
+}
