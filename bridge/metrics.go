@@ -303,12 +303,21 @@ func (b *Bridge) ServerCounters() map[string]ServerCounters {
 
 // isToolError reports whether a tools/call result says isError: true at
 // its top level, the key matched exactly (as a page's JSON.parse reads
-// it; the last of duplicates wins). Results can be tens of megabytes:
-// only one that holds the key as written is decoded, so a key spelled
-// with escapes ("is\u0045rror") counts as ok.
+// it; the last of duplicates wins). Results can be tens of megabytes, and
+// some SDKs write "isError": false in every one: only a result holding
+// "isError" followed by true, as written, is decoded (so a key spelled
+// with escapes, "is\u0045rror", counts as ok).
 func isToolError(raw []byte) bool {
-	if !bytes.Contains(raw, []byte(`"isError"`)) {
-		return false
+	key := []byte(`"isError"`)
+	maybe := false
+	for rest := raw; !maybe; {
+		i := bytes.Index(rest, key)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(key):]
+		v := bytes.TrimLeft(rest, " \t\r\n")
+		maybe = len(v) > 0 && v[0] == ':' && bytes.HasPrefix(bytes.TrimLeft(v[1:], " \t\r\n"), []byte("true"))
 	}
 	var r map[string]json.RawMessage
 	return json.Unmarshal(raw, &r) == nil && string(r["isError"]) == "true"
