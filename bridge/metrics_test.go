@@ -313,6 +313,13 @@ func TestMetricsPublicOnLoopback(t *testing.T) {
 	if got := value(scrape(t, on.srv.URL+"/megane/builder-tools/metrics", nil), "megane_bridge_tabs_open", nil); got != 0 {
 		t.Errorf("tabs_open = %v, want 0", got)
 	}
+	// A socket the Gate refuses is counted by its status.
+	if _, resp, err := bridgetest.Dial(testCtx(t, 10*time.Second), "ws"+strings.TrimPrefix(on.srv.URL, "http")+"/megane/builder-tools/ws", nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a socket without a credential: %v %v, want 401", resp, err)
+	}
+	if got := value(scrape(t, on.srv.URL+"/builder-tools/metrics", nil), "megane_bridge_refusals_total", map[string]string{"code": "http_401"}); got != 1 {
+		t.Errorf("refusals_total{code=http_401} = %v, want 1", got)
+	}
 	for _, hdr := range []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip"} {
 		if _, status := getURL(t, on.srv.URL+"/megane/builder-tools/metrics", http.Header{hdr: {"203.0.113.7"}}); status != http.StatusUnauthorized {
 			t.Errorf("a proxied scrape (%s) without a credential: status %d, want 401", hdr, status)
