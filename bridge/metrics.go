@@ -323,10 +323,12 @@ func isToolError(raw []byte) bool {
 	return json.Unmarshal(raw, &r) == nil && string(r["isError"]) == "true"
 }
 
-// directFromLoopback reports whether r came straight from this machine: a
-// TCP peer on a loopback address, and no proxy's forwarding header (a
-// request through jupyter-server-proxy or the Hub's proxy also arrives
-// from loopback, but it names whom it was forwarded for).
+// directFromLoopback reports whether r came straight from this machine to
+// the bridge's own port: a TCP peer on a loopback address, a Host naming
+// the port the request arrived on, and no proxy's forwarding header.
+// jupyter-server-proxy also connects from loopback and adds no forwarding
+// header, but it passes on the Host the browser sent, which names the
+// Jupyter server's port, never the bridge's.
 func directFromLoopback(r *http.Request) bool {
 	if r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("Forwarded") != "" || r.Header.Get("X-Real-Ip") != "" {
 		return false
@@ -335,8 +337,19 @@ func directFromLoopback(r *http.Request) bool {
 	if err != nil {
 		return false
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return false
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
+	}
+	_, localPort, err := net.SplitHostPort(local.String())
+	if err != nil {
+		return false
+	}
+	_, hostPort, err := net.SplitHostPort(r.Host)
+	return err == nil && hostPort == localPort
 }
 
 // serveMetrics answers a scrape: without a credential when

@@ -302,9 +302,11 @@ func (refuseScrape) Admit(context.Context, *http.Request) (bridge.Admission, *br
 }
 
 // TestMetricsPublicOnLoopback: with the switch, a scrape without a
-// credential made directly from 127.0.0.1 is served; one that came
-// through a proxy (a forwarding header), one from another address, and
-// any when the switch is off go through the Gate and are refused.
+// credential made directly from 127.0.0.1 to the bridge's port is served;
+// one that came through a proxy (a forwarding header, or the Host of
+// another port, as jupyter-server-proxy passes it on), one from another
+// address, and any when the switch is off go through the Gate and are
+// refused.
 func TestMetricsPublicOnLoopback(t *testing.T) {
 	on := newHarness(t, bridge.Options{Gate: refuseScrape{}, MetricsPublicOnLoopback: true})
 	if !strings.HasPrefix(on.srv.URL, "http://127.0.0.1:") {
@@ -323,6 +325,18 @@ func TestMetricsPublicOnLoopback(t *testing.T) {
 	for _, hdr := range []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip"} {
 		if _, status := getURL(t, on.srv.URL+"/megane/builder-tools/metrics", http.Header{hdr: {"203.0.113.7"}}); status != http.StatusUnauthorized {
 			t.Errorf("a proxied scrape (%s) without a credential: status %d, want 401", hdr, status)
+		}
+	}
+	// Through jupyter-server-proxy: from loopback, no forwarding header, but
+	// the Host the browser sent, naming Jupyter's port.
+	req, _ := http.NewRequest(http.MethodGet, on.srv.URL+"/builder-tools/metrics", nil)
+	req.Host = "localhost:8888"
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("a scrape through jupyter-server-proxy (Host localhost:8888) without a credential: status %d, want 401", resp.StatusCode)
 		}
 	}
 	// The status page itself stays behind the Gate.
