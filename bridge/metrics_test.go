@@ -272,6 +272,9 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
+	if got := value(fams, "go_goroutines", nil); got <= 0 {
+		t.Errorf("go_goroutines = %v: the process's own metrics are missing", got)
+	}
 	if got := value(fams, "megane_bridge_memory_bytes", nil); got <= 0 {
 		t.Errorf("memory_bytes = %v", got)
 	}
@@ -578,4 +581,19 @@ func TestAuditWriteFailureNeverFailsACall(t *testing.T) {
 		t.Errorf("the audit file after the directory came back: %v, want the call with id 12", recs)
 	}
 	ownerOnly(t, path)
+}
+
+// TestAuditDiskFullNeverFailsACall: an audit file on a full disk
+// (/dev/full: every write fails with ENOSPC) is logged once; the calls
+// are answered as ever.
+func TestAuditDiskFullNeverFailsACall(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("/dev/full is Linux's")
+	}
+	h := echoCalls(t, bridge.Options{AuditFile: "/dev/full"}, 3)
+	h.b.Close()
+	logs := h.logBuf.String()
+	if n := strings.Count(logs, "cannot write the audit file"); n != 1 || !strings.Contains(logs, "no space left on device") {
+		t.Errorf("the full disk was logged %d times (want once, naming it):\n%s", n, logs)
+	}
 }
