@@ -19,33 +19,40 @@ func (t *tab) handleConnect(m pageMessage) {
 		Confirmed   *bool   `json:"confirmed"`
 		Approval    *string `json:"approval"`
 	}
+	start := time.Now()
 	if perr := decodeFields(m.Frame, &req); perr != nil {
 		t.push(errorReply(m.Type, m.ID, perr))
+		t.connectAnswered(m, nil, "", outcomeRefused, perr.Code, start)
 		return
 	}
 	if req.Server == nil || *req.Server == "" {
-		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "tools:connect needs \"server\", the name of a configured server")))
+		perr := errorf(CodeBadRequest, "tools:connect needs \"server\", the name of a configured server")
+		t.push(errorReply(m.Type, m.ID, perr))
+		t.connectAnswered(m, nil, "", outcomeRefused, perr.Code, start)
 		return
 	}
 	spec, snap, ok := t.findSpec(*req.Server, 0)
 	if !ok {
+		perr := errorf(CodeUnknownServer, "no server named %q is configured (list them with tools:servers)", *req.Server)
 		if reason, forbidden := snap.Forbidden[*req.Server]; forbidden {
-			t.push(errorReply(m.Type, m.ID, errorf(CodeForbidden, "%s", reason)))
-			return
+			perr = errorf(CodeForbidden, "%s", reason)
 		}
-		t.push(errorReply(m.Type, m.ID, errorf(CodeUnknownServer, "no server named %q is configured (list them with tools:servers)", *req.Server)))
+		t.push(errorReply(m.Type, m.ID, perr))
+		t.connectAnswered(m, nil, *req.Server, outcomeRefused, perr.Code, start)
 		return
 	}
 	if req.Fingerprint == nil || *req.Fingerprint == "" {
 		e := errorf(CodeConfirmationRequired, "Confirm %s before its first connection.", spec.Name)
 		e.Server = viewOf(spec)
 		t.push(errorReply(m.Type, m.ID, e))
+		t.connectAnswered(m, &spec, "", outcomeRefused, e.Code, start)
 		return
 	}
 	if *req.Fingerprint != spec.Fingerprint {
 		e := errorf(CodeFingerprintChanged, "The configuration of %s changed since it was confirmed: confirm it again.", spec.Name)
 		e.Server = viewOf(spec)
 		t.push(errorReply(m.Type, m.ID, e))
+		t.connectAnswered(m, &spec, "", outcomeRefused, e.Code, start)
 		return
 	}
 	approved := false
@@ -60,7 +67,13 @@ func (t *tab) handleConnect(m pageMessage) {
 		e := errorf(CodeConfirmationRequired, "Confirm %s before connecting: its approval is missing, expired or not valid for this user and configuration.", spec.Name)
 		e.Server = viewOf(spec)
 		t.push(errorReply(m.Type, m.ID, e))
+		t.connectAnswered(m, &spec, "", outcomeRefused, e.Code, start)
 		return
+	}
+	if !approved {
+		// The person confirmed this server and fingerprint (confirmed: true).
+		t.b.audit(auditRecord{Event: auditConfirm, User: t.adm.User, Server: spec.Name, Fingerprint: spec.Fingerprint,
+			ID: shown(string(m.ID)), Tab: t.id})
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
 	var once sync.Once
@@ -74,8 +87,9 @@ func (t *tab) handleConnect(m pageMessage) {
 		answer(errorReply(m.Type, m.ID, errorf(code, "%s", message)))
 		cancel()
 	}}
-	if !t.addPending(m, p) {
+	if perr := t.addPending(m, p); perr != nil {
 		cancel()
+		t.connectAnswered(m, &spec, "", outcomeRefused, perr.Code, start)
 		return
 	}
 	t.work.Add(1)
@@ -84,7 +98,33 @@ func (t *tab) handleConnect(m pageMessage) {
 		defer cancel()
 		defer t.removePending(m.ID, p)
 		t.connect(ctx, m, spec, answer, true)
+		t.mu.Lock()
+		s := t.shares[spec.Name]
+		t.mu.Unlock()
+		outcome := outcomeFailed
+		switch {
+		case s != nil && s.spec.Fingerprint == spec.Fingerprint:
+			outcome = outcomeOK
+		case ctx.Err() != nil:
+			outcome = outcomeCancelled
+		}
+		t.connectAnswered(m, &spec, "", outcome, "", start)
 	}()
+}
+
+// connectAnswered counts and records a tools:connect's answer: of spec,
+// or, when the configuration has no such server, of the page's name
+// (recorded only in the audit record, bounded).
+func (t *tab) connectAnswered(m pageMessage, spec *ServerSpec, asked, outcome, code string, start time.Time) {
+	rec := auditRecord{Event: auditConnect, User: t.adm.User, Server: shown(asked), Outcome: outcome, Code: code,
+		DurationMs: millis(time.Since(start)), ID: shown(string(m.ID)), Tab: t.id}
+	server := labelOther
+	if spec != nil {
+		server = t.b.metrics.server(spec.Name)
+		rec.Server, rec.Fingerprint = spec.Name, spec.Fingerprint
+	}
+	t.b.metrics.connects.WithLabelValues(server, outcome).Inc()
+	t.b.audit(rec)
 }
 
 // startProgressEvery is the shortest interval between two tools:progress

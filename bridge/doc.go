@@ -17,7 +17,7 @@
 //   - bridge.go: Options and their defaults; Bridge: New, a socket's
 //     admission by the Gate and its upgrade, Close; the Catalog's answer,
 //     read at most so often.
-//   - routes.go: the HTTP paths the bridge answers (socket, page,
+//   - routes.go: the HTTP paths the bridge answers (socket, metrics, page,
 //     readiness).
 //   - tab.go: one page's socket: what the Gate admitted, the read loop and
 //     dispatch, the write loop and its bounded queue, shedding the tab
@@ -52,6 +52,12 @@
 //     last agreed to.
 //   - probe.go: Bridge.Probe, a session's start and tools/list outside the
 //     pool, for doctor and check.
+//   - metrics.go: the Prometheus registry of each Bridge and its metrics
+//     (bounded label values), the /metrics route's admission (the Gate, or
+//     a direct request from loopback), and Bridge.ServerCounters for the
+//     status page; audit.go: the audit record, a log line and a line of
+//     the audit file (owner-only, rotated by size) per call, connect,
+//     confirmation and refusal.
 //   - memory.go: the memory ceiling; credentials.go: an HTTP server's 401
 //     and 403; api.go: what callers supply and receive (ServerSpec,
 //     Catalog, Gate, Approvals).

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,6 +26,8 @@ type memoryGauge struct {
 	sample   []metrics.Sample // guarded by mu
 	lastGC   uint64           // guarded by mu; /gc/cycles/total:gc-cycles when live was last fresh
 	forcedAt time.Time        // guarded by mu; when refresh last ran a collection
+
+	refusing atomic.Bool // the last check refused new work (megane_bridge_memory_ceiling_refusing)
 }
 
 var memoryMetrics = []string{
@@ -106,12 +109,15 @@ func (b *Bridge) memoryRefusal() *protoError {
 		return nil
 	}
 	if float64(b.mem.bytes()) < memoryRefuseAt*float64(limit) {
+		b.mem.refusing.Store(false)
 		return nil
 	}
 	used := b.mem.liveFresh()
 	if float64(used) < memoryRefuseAt*float64(limit) {
+		b.mem.refusing.Store(false)
 		return nil // garbage the collector is about to free, not a reason to refuse
 	}
+	b.mem.refusing.Store(true)
 	b.log.Warn("near the memory ceiling: refusing new work", "used_bytes", used, "limit_bytes", limit)
 	return errorf(CodeBusy, "the bridge is near its memory ceiling (%s of %s): try again when the running calls have finished", mib(used), mib(limit))
 }

@@ -254,6 +254,7 @@ func (s *session) run(ctx context.Context) {
 	defer close(s.done)
 	log := s.b.log.With("server", s.spec.Name)
 	started := time.Now()
+	s.b.metrics.sessionStarted(s.spec.Name)
 	conn, err := s.start(ctx)
 	if err == nil {
 		err = s.refreshListing(ctx)
@@ -272,6 +273,9 @@ func (s *session) run(ctx context.Context) {
 		close(s.ready)
 		close(s.told)
 		log.Warn("server failed to start", "error", s.startErr.Error(), "elapsed", time.Since(started).Round(time.Millisecond))
+		if !errors.Is(err, errStopped) {
+			s.b.metrics.sessionFailed(s.spec.Name)
+		}
 		s.b.pool.sessionEnded(s, s.startErr.Error(), false)
 		return
 	}
@@ -323,6 +327,7 @@ loop:
 	s.mu.Unlock()
 	if onItsOwn {
 		log.Warn("server session ended", "reason", reason)
+		s.b.metrics.sessionFailed(s.spec.Name)
 		// Every tab holding the session hears of its end before anything
 		// else about it (its calls' answers below included).
 		s.b.pool.closeHolders(s, reason)

@@ -158,6 +158,11 @@ func bridgeOptions(admin jupyter.AdminSettings) bridge.Options {
 		InitTimeout:        admin.InitTimeout,
 		CallTimeoutMax:     admin.CallTimeoutMax,
 		StripEnv:           admin.StripEnv,
+
+		MetricsPublicOnLoopback: admin.MetricsPublicOnLoopback,
+		AuditFile:               admin.AuditFile,
+		AuditMaxBytes:           admin.AuditMaxBytes,
+		AuditKeep:               admin.AuditKeep,
 	}
 }
 
