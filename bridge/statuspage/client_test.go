@@ -267,8 +267,24 @@ func TestClientModuleNode(t *testing.T) {
 	if res.ToolError.OK || res.ToolError.Error != "simulated tool error x" || res.ToolErrorKind != "tool-error" || strings.Join(res.ToolErrorKeys, ",") != "ok,error" {
 		t.Errorf("a tool error: %+v (kind %q, keys %q: want the Builder's shape, kind readable but not enumerable)", res.ToolError, res.ToolErrorKind, res.ToolErrorKeys)
 	}
-	if !res.Slow.OK || fmt.Sprint(res.Progress) != "[[0.3333333333333333 p step 1] [0.6666666666666666 p step 2] [1 p step 3]]" {
-		t.Errorf("progress %v, outcome %+v", res.Progress, res.Slow)
+	// Progress still queued for the page is replaced by the next (issue
+	// 28), so a loaded machine may skip a step; what arrives is in order
+	// and ends with the last step before the result.
+	all := []string{"[0.3333333333333333 p step 1]", "[0.6666666666666666 p step 2]", "[1 p step 3]"}
+	var got []string
+	for _, p := range res.Progress {
+		got = append(got, fmt.Sprint(p))
+	}
+	inOrder := len(got) > 0 && got[len(got)-1] == all[2]
+	for i, j := 0, 0; inOrder && i < len(got); i++ {
+		for j < len(all) && all[j] != got[i] {
+			j++
+		}
+		inOrder = j < len(all)
+		j++
+	}
+	if !res.Slow.OK || !inOrder {
+		t.Errorf("progress %v (want steps of %v in order, ending with the last), outcome %+v", res.Progress, all, res.Slow)
 	}
 	if res.Cancel.OK || res.Cancel.Error != "Cancelled." || !res.AfterCancel.OK {
 		t.Errorf("cancel: %+v, then %+v", res.Cancel, res.AfterCancel)
