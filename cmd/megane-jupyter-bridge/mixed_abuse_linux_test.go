@@ -407,7 +407,7 @@ func TestMixedAbuse(t *testing.T) {
 	t.Logf("abuse: every attack at once for %s against one bridge (memory_limit %d MiB), a legitimate echo call every second | peak RSS under the ceiling, no legitimate call lost, no escaped process left | peak RSS %d MiB; %d of %d legitimate calls answered; p50/p99 %s/%s quiet, %s/%s under attack; %d processes left",
 		dur, ceiling>>20, peak>>20, len(quietLat)+len(attackLat), len(outcomes),
 		pct(quietLat, 50), pct(quietLat, 99), pct(attackLat, 50), pct(attackLat, 99), len(left))
-	if peak >= ceiling {
+	if peak >= ceiling && !raceEnabled { // the race detector multiplies memory: the bound is for a real build (make abuse)
 		t.Errorf("the bridge's RSS reached %d MiB, over its %d MiB ceiling", peak>>20, ceiling>>20)
 	}
 	if len(failed) > 0 || len(outcomes) == 0 {
