@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -180,6 +181,11 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 				rt.log.Warn("the server refused a notification; the session goes on", "status", resp.Status, "answer", detail.text)
 			}
 			return accepted(req), nil
+		case reqID != nil && detail.rpc != nil && strings.Contains(strings.ToLower(detail.rpc.Message), "protocol version"):
+			// A refused revision: go-sdk retries with one the server names,
+			// which it does only on the server's own answer.
+			resp = &http.Response{StatusCode: resp.StatusCode, Status: resp.Status, Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
+				Header: resp.Header, Body: io.NopCloser(bytes.NewReader(detail.body)), ContentLength: int64(len(detail.body)), Request: req}
 		case reqID != nil && method != methodDiscover:
 			if rt.log != nil {
 				rt.log.Warn("the server refused a request", "method", method, "status", resp.Status, "answer", detail.text)
@@ -368,13 +374,14 @@ func (rt *tapRoundTripper) skipNotification(req *http.Request, method string, pa
 type refused struct {
 	rpc  *rpcError
 	text string
+	body []byte // as read (bounded), to hand an answer on unchanged
 }
 
 // refusal reads a refused answer's body (bounded) and closes it.
 func refusal(resp *http.Response) refused {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	var r refused
+	r := refused{body: b}
 	var m struct {
 		Error *rpcError `json:"error"`
 	}

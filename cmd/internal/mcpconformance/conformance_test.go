@@ -153,13 +153,6 @@ func TestConformanceClientScenarios(t *testing.T) {
 						name += "@" + rev
 					}
 					t.Run(name, func(t *testing.T) {
-						if name == "request-metadata@2026-07-28" {
-							// KNOWN REGRESSION (4 Dec 2026, after issue 23's merge): the bridge no
-							// longer retries a revision the server refused over HTTP ("unsupported
-							// protocol version"), so this connect fails. Listed in the closing note;
-							// fix in httptap.go's handling of a refused request, then remove this.
-							t.Skip("known regression since issue 23's merge: a refused revision over HTTP is not retried")
-						}
 						runScenario(t, node, cli, self, sc.name, rev)
 					})
 				}
