@@ -43,6 +43,11 @@ const (
 type meters struct {
 	reg     *prometheus.Registry
 	handler http.Handler
+	// totals holds only calls and callBytes, which every tools:servers
+	// reply reads: a page may ask for the list as often as it likes, and
+	// gathering reg (the go_* and process_* collectors read /proc) per
+	// request slowed the tab's reader enough to stall a page's writes.
+	totals *prometheus.Registry
 
 	calls     *prometheus.CounterVec   // server, tool, outcome
 	duration  *prometheus.HistogramVec // server, tool
@@ -64,6 +69,7 @@ type meters struct {
 func newMetrics(b *Bridge) *meters {
 	m := &meters{
 		reg:     prometheus.NewRegistry(),
+		totals:  prometheus.NewRegistry(),
 		servers: map[string]map[string]struct{}{},
 		started: map[string]bool{},
 	}
@@ -110,6 +116,7 @@ func newMetrics(b *Bridge) *meters {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
+	m.totals.MustRegister(m.calls, m.callBytes)
 	m.reg.MustRegister(m.calls, m.duration, m.callBytes, m.pageBytes, m.starts, m.failures, m.restarts, m.refusals, m.connects,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "megane_bridge_info", Help: "The bridge's version, as a label; always 1.",
 			ConstLabels: prometheus.Labels{"version": b.opts.Version}}, func() float64 { return 1 }),
@@ -268,10 +275,10 @@ type ServerCounters struct {
 
 // ServerCounters returns the call counters of every server that has any,
 // by name (server names past the label cap are summed under "other"),
-// read from the metrics registry.
+// read from the two counters alone (not the whole metrics registry).
 func (b *Bridge) ServerCounters() map[string]ServerCounters {
 	out := map[string]ServerCounters{}
-	families, err := b.metrics.reg.Gather()
+	families, err := b.metrics.totals.Gather()
 	if err != nil {
 		return out
 	}
