@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -130,21 +131,45 @@ func httpGet(t *testing.T, url string, header http.Header) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestServerProxyEndToEnd: jupyter_server 1.23 at / and at /lab/base/, the
-// bridge registered in both path modes and started by the
-// jupyter-server-proxy stand-in: a page reaches the socket and the status
-// page through Jupyter's URL, runs a tool, and the refusals Jupyter makes
-// before the bridge is involved are plain HTTP 403s.
+// TestServerProxyEndToEnd: the bridge registered in both path modes, at /
+// and at /lab/base/, started by jupyter-server-proxy inside a real
+// jupyter_server: the real jupyter-server-proxy 4.4.0 in jupyter_server 2.15
+// (the Debian 13 chroot), and the stand-in in Debian 12's jupyter_server
+// 1.23, which the real one does not support. A page reaches the socket and
+// the status page through Jupyter's URL, runs a tool, and the refusals
+// Jupyter makes before the bridge is involved are plain HTTP 403s.
 func TestServerProxyEndToEnd(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, jup := range []struct {
+		name string
+		real bool
+	}{{"jupyter_server 1.23 with the stand-in", false}, {"jupyter_server 2.15 with jupyter-server-proxy 4.4.0", true}} {
+		t.Run(jup.name, func(t *testing.T) {
+			root, bin := "", exe
+			if jup.real {
+				root = jupytertest.Trixie(t)
+				dir, err := os.MkdirTemp(filepath.Join(root, "tmp"), "megane-bin-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(dir) })
+				copyExecutable(t, exe, filepath.Join(dir, "megane-jupyter-bridge"))
+				bin = strings.TrimPrefix(filepath.Join(dir, "megane-jupyter-bridge"), root)
+			}
+			serverProxyEndToEnd(t, root, bin, jup.real)
+		})
+	}
+}
+
+func serverProxyEndToEnd(t *testing.T, root, exe string, real bool) {
 	for _, base := range []string{"/", "/lab/base/"} {
 		for _, abs := range []bool{false, true} {
 			name := base + " absolute_url=" + map[bool]string{false: "false", true: "true"}[abs]
 			t.Run(name, func(t *testing.T) {
-				j := jupytertest.Start(t, jupytertest.Spec{BaseURL: base, ServerProxy: true,
+				j := jupytertest.Start(t, jupytertest.Spec{Root: root, BaseURL: base, ServerProxy: !real, RealServerProxy: real,
 					Env:   []string{asProgramEnv + "=1"},
 					Files: map[string]string{"config/jupyter_server_config.json": proxiedConfig(t, exe, exe, abs)}})
 				token := http.Header{"Authorization": {"token " + j.Token}}
@@ -164,8 +189,9 @@ func TestServerProxyEndToEnd(t *testing.T) {
 				if status, body := httpGet(t, j.URL+"megane/builder-tools/app.js", token); status != 200 || !strings.Contains(body, "WebSocket") {
 					t.Fatalf("app.js: %d %.100s", status, body)
 				}
-				// Refused by Jupyter (the stand-in authenticates first): the
-				// upgrade fails with 403, which a browser reports as 1006.
+				// Refused by Jupyter (jupyter-server-proxy authenticates
+				// first): the upgrade fails with 403, which a browser reports
+				// as 1006.
 				for _, tc := range []struct {
 					name   string
 					header http.Header
@@ -178,8 +204,14 @@ func TestServerProxyEndToEnd(t *testing.T) {
 						t.Errorf("%s: want HTTP 403 from Jupyter, got %v %v", tc.name, resp, err)
 					}
 				}
-				if !strings.Contains(j.Out.String(), "megane_test_server_proxy: starting") {
-					t.Errorf("the bridge was not started by the stand-in:\n%s", j.Out)
+				started := "megane_test_server_proxy: starting"
+				if real {
+					// The real one's log line for the socket, with the path
+					// the mode forwards.
+					started = "Trying to establish websocket connection to ws://localhost:"
+				}
+				if !strings.Contains(j.Out.String(), started) {
+					t.Errorf("the bridge was not started and reached by jupyter-server-proxy (no %q):\n%s", started, j.Out)
 				}
 				if strings.Contains(j.Out.String(), "path not served") {
 					t.Errorf("the bridge logged a path it does not serve:\n%s", j.Out)
