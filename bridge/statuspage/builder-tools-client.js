@@ -279,8 +279,19 @@ class Bridge {
       ws.onmessage = (ev) => {
         if (this._ws === ws && typeof ev.data === 'string') this._frame(ev.data);
       };
-      ws.onerror = () => {}; // close follows
+      let closed = false;
+      // A refused handshake (Jupyter's 403): browsers fire error, then close
+      // 1006. Node 22's WebSocket fires only the error and stays CONNECTING,
+      // so a socket that never opened is closed here.
+      ws.onerror = () => {
+        if (ws.readyState === 0 || (!settled && !this._ready)) {
+          ws.onclose({ code: 1006, reason: '' });
+          try { ws.close(); } catch (e) { /* already failed */ }
+        }
+      };
       ws.onclose = (ev) => {
+        if (closed) return;
+        closed = true;
         const err = this._closeError(ev.code, ev.reason);
         const wasOpen = this._ready && this._ws === ws;
         this._dropped(ws, err);

@@ -204,6 +204,27 @@ func serverProxyEndToEnd(t *testing.T, root, exe string, real bool) {
 						t.Errorf("%s: want HTTP 403 from Jupyter, got %v %v", tc.name, resp, err)
 					}
 				}
+				if real {
+					// A JupyterLab page has Jupyter's login cookie and the
+					// server's token: the client module uses the cookie, so
+					// jupyter-server-proxy's log shows no token. Only when the
+					// cookie is refused does the token go in the URL, and then
+					// that log shows it (jupyter/CONFIG.md tells admins).
+					node := needNode22(t)
+					origin := strings.TrimSuffix(strings.TrimSuffix(j.URL, base), "/")
+					if by, _ := pageModule(t, node, j.URL, j.LoginCookie(t), origin, j.Token); by != "cookie" {
+						t.Errorf("the client module authenticated by %q, want the cookie", by)
+					}
+					if !strings.Contains(j.Out.String(), "Trying to establish websocket connection") || strings.Contains(j.Out.String(), j.Token) {
+						t.Errorf("jupyter-server-proxy's log has no socket, or the server's token:\n%s", j.Out)
+					}
+					if by, _ := pageModule(t, node, j.URL, "username-expired=x", origin, j.Token); by != "token" {
+						t.Errorf("with a refused cookie the client module authenticated by %q, want the token", by)
+					}
+					if !strings.Contains(j.Out.String(), "?token="+j.Token) {
+						t.Errorf("jupyter-server-proxy no longer logs a query token: update jupyter/CONFIG.md")
+					}
+				}
 				started := "megane_test_server_proxy: starting"
 				if real {
 					// The real one's log line for the socket, with the path
