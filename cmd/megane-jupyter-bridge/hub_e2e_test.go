@@ -284,6 +284,20 @@ func TestHubEndToEnd(t *testing.T) {
 					t.Errorf("jupyter-server-proxy logged no socket to %s:\n%s", path, h.Out)
 				}
 			})
+			// A JupyterLab page under the Hub has the user's cookie and may
+			// also have a token: the client module uses the cookie, and
+			// jupyter-server-proxy's log shows no token.
+			t.Run("the client module: the cookie, no token in jupyter-server-proxy's log", func(t *testing.T) {
+				node := needNode22(t)
+				pageToken := h.Token(t, u.name, nil)
+				by, user := pageModule(t, node, public, cookie, same, pageToken)
+				if by != "cookie" || user != u.name {
+					t.Fatalf("the module authenticated by %q as %q, want by the cookie as %s", by, user, u.name)
+				}
+				if !strings.Contains(h.Out.String(), "Trying to establish websocket connection") || strings.Contains(h.Out.String(), pageToken) {
+					t.Fatalf("jupyter-server-proxy's log has no socket, or the page's token:\n%s", h.Out)
+				}
+			})
 			t.Run("status page", func(t *testing.T) {
 				status, body := httpGet(t, public+"megane/builder-tools/", http.Header{"Cookie": {cookie}})
 				if status != 200 || !strings.Contains(body, "app.js") {
