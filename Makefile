@@ -18,6 +18,7 @@ FUZZTIME  ?= 10000x
 # standard library), and pinned here only.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOVULNCHECK ?= $(GO) run golang.org/x/vuln/cmd/govulncheck@v1.9.0
+ACTIONLINT ?= $(GO) run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 # The Go vulnerability database govulncheck reads, offline: built by vulndb's
 # own indexdb from the OSV files of golang.org/x/vulndb at this version (a
 # snapshot, 5 November 2026; raise it to learn of newer reports), which the
@@ -25,7 +26,7 @@ GOVULNCHECK ?= $(GO) run golang.org/x/vuln/cmd/govulncheck@v1.9.0
 VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
 VULNDB         := .cache/vulndb-$(VULNDB_VERSION)
 
-.PHONY: go-test-args build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels vuln go-version
+.PHONY: reproducible links go-test-args build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels vuln go-version
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/megane-jupyter-bridge  # -buildvcs=auto: stamp the commit even where GOFLAGS turns it off
@@ -67,6 +68,7 @@ lint:
 	$(GO) vet ./...
 	@set -e; for p in $(CROSS_PLATFORMS); do echo "GOOS=$${p%/*} GOARCH=$${p#*/} go vet ./..."; GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet ./...; done
 	$(STATICCHECK) ./...
+	$(ACTIONLINT)
 	sh .ci/package-docs.sh
 
 tidy-check:
@@ -88,7 +90,11 @@ vuln:
 	fi
 	$(GOVULNCHECK) -db file://$(abspath $(VULNDB)) ./...
 
-check: lint tidy-check test fuzz-short vuln
+check: lint links tidy-check test fuzz-short vuln
+
+# The documents' relative links and anchors (cmd/internal/mdlinks).
+links:
+	$(GO) run ./cmd/internal/mdlinks
 
 # The Go that builds and tests (GOTOOLCHAIN above), fetched on first use.
 go-version:
@@ -122,6 +128,18 @@ abuse:
 	echo "| attack | bound | measured |"; echo "|---|---|---|"; \
 	sed -n 's/.*abuse: \(.*\)/| \1 |/p' bin/abuse.log; \
 	grep -E '^(--- FAIL|FAIL|ok)' bin/abuse.log; exit $$status
+
+# The Linux wheel built twice, the second time with an empty build cache,
+# must be the same bytes (issue 25): -trimpath, the commit stamped by
+# -buildvcs, fixed zip times and file order.
+REPRO := .cache/repro
+reproducible:
+	rm -rf $(REPRO) && mkdir -p $(REPRO)/gocache
+	$(GO) run ./cmd/internal/mkwheel -out $(REPRO)/a linux/amd64 >/dev/null
+	GOCACHE=$(abspath $(REPRO))/gocache $(GO) run ./cmd/internal/mkwheel -out $(REPRO)/b linux/amd64 >/dev/null
+	@a=$$(ls $(REPRO)/a/*.whl) && b=$$(ls $(REPRO)/b/*.whl) && cmp "$$a" "$$b" && \
+		echo "reproducible: $$(basename $$a) built twice (once with an empty build cache) is the same $$(wc -c < $$a) bytes, sha256 $$(sha256sum < $$a | cut -c1-16)…"
+	rm -rf $(REPRO)
 
 clean:
 	rm -rf bin $(DIST)

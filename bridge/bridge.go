@@ -106,6 +106,21 @@ type Options struct {
 	// stream ends the session).
 	StreamRetries int
 
+	// LivenessInterval: a server silent this long (nothing received from
+	// it: no answer, no progress, no event) is pinged, with
+	// LivenessTimeout to answer, before a tab joins its session, and
+	// while the session has calls in flight. A server that does not
+	// answer in time (any answer, an error included, will do) has
+	// stopped: its session ends, its process group is stopped, and its
+	// tabs get tools:closed. So a server that dies under a wrapper that
+	// keeps its pipes open, with a call in flight, is ended about
+	// LivenessInterval + LivenessTimeout after its last word.
+	// If zero, 10s; negative, never pinged.
+	LivenessInterval time.Duration
+	// LivenessTimeout bounds the answer to a liveness ping (see
+	// LivenessInterval). If zero, 5s.
+	LivenessTimeout time.Duration
+
 	Environ  []string // base environment of stdio servers; if nil, os.Environ()
 	StripEnv []string // variable names never passed to stdio servers (credentials); "NAME_*" strips a prefix
 
@@ -120,6 +135,26 @@ type Options struct {
 	// (debug.FreeOSMemory), so that the buffers of one large result do not
 	// add to the peak of the next. If zero, 16 MiB; negative, never.
 	ReleaseAfter int64
+
+	// MetricsPublicOnLoopback serves the metrics
+	// ({base}megane/builder-tools/metrics) without asking the Gate to a
+	// request made directly from this machine to the bridge's port: a TCP
+	// peer on a loopback address, a Host naming the port it arrived on,
+	// and no proxy's forwarding header (X-Forwarded-For, Forwarded,
+	// X-Real-IP), such as a node-exporter sidecar. jupyter-server-proxy's
+	// requests pass on the client's Host and so never qualify. Any other
+	// request is admitted as the status page is. If false, every scrape
+	// goes through the Gate.
+	MetricsPublicOnLoopback bool
+	// AuditFile, if set, is the file the audit record is appended to, one
+	// JSON line per call, connect, confirmation and refusal (audit.go),
+	// created owner-only (0600). If empty, the record is only logged.
+	AuditFile string
+	// AuditMaxBytes: the audit file is rotated (to AuditFile.1, …) before
+	// a record would take it past this size. If zero, 64 MiB.
+	AuditMaxBytes int64
+	// AuditKeep is how many rotated audit files are kept. If zero, 3.
+	AuditKeep int
 
 	// Page, if non-nil, is served (after the Gate admits the request) at
 	// /builder-tools/ and {base}megane/builder-tools/ (see Bridge.Paths).
@@ -177,6 +212,8 @@ func (o *Options) setDefaults() {
 	defD(&o.IdleGrace, 5*time.Second)
 	defD(&o.ChunkTimeout, 60*time.Second)
 	defD(&o.ConfigRecheck, time.Second)
+	defD(&o.LivenessInterval, 10*time.Second)
+	defD(&o.LivenessTimeout, 5*time.Second)
 	if o.ProtocolVersion == "" {
 		o.ProtocolVersion = "2026-07-28"
 	}
@@ -184,6 +221,10 @@ func (o *Options) setDefaults() {
 		o.StreamRetries = 5
 	}
 	def(&o.ReleaseAfter, 16<<20)
+	def(&o.AuditMaxBytes, 64<<20)
+	if o.AuditKeep <= 0 {
+		o.AuditKeep = 3
+	}
 	def(&o.MemoryLimit, 3*o.ResultLimit+256<<20)
 	if o.InboundMemory == 0 {
 		o.InboundMemory = 256 << 20
@@ -225,6 +266,9 @@ type Bridge struct {
 	mem      *memoryGauge // set by New
 	chunks   *chunkPool   // set by New; the bytes of every tab's incomplete chunk sequences (Options.ChunkMemory)
 	inbound  *inboundPool // set by New; the bytes of the frames tabs are sending (Options.InboundMemory)
+	metrics  *meters      // set by New; this bridge's registry (metrics.go)
+
+	auditFile *auditFile // set by New when Options.AuditFile is; nil otherwise
 }
 
 // New returns a Bridge. It starts nothing until a page connects.
@@ -245,6 +289,10 @@ func New(opts Options) *Bridge {
 	b.mem = newMemoryGauge()
 	b.chunks = &chunkPool{limit: opts.ChunkMemory}
 	b.inbound = newInboundPool(opts.InboundMemory)
+	b.metrics = newMetrics(b)
+	if opts.AuditFile != "" {
+		b.auditFile = &auditFile{path: opts.AuditFile, max: opts.AuditMaxBytes, keep: opts.AuditKeep, log: log}
+	}
 	b.upgrader = websocket.Upgrader{
 		ReadBufferSize:  32 << 10,
 		WriteBufferSize: 32 << 10,
@@ -274,6 +322,8 @@ func (b *Bridge) serveSocket(w http.ResponseWriter, r *http.Request) {
 	adm, refusal := b.opts.Gate.Admit(r.Context(), r)
 	if refusal != nil && refusal.HTTPStatus != 0 {
 		b.log.Info("socket refused", "status", refusal.HTTPStatus, "reason", refusal.Reason, "remote", r.RemoteAddr)
+		b.metrics.refusedHTTP(refusal.HTTPStatus)
+		b.audit(auditRecord{Event: auditRefused, Code: "http_" + strconv.Itoa(refusal.HTTPStatus), Remote: r.RemoteAddr})
 		http.Error(w, refusal.Reason, refusal.HTTPStatus)
 		return
 	}
@@ -283,6 +333,8 @@ func (b *Bridge) serveSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	if refusal != nil {
 		b.log.Info("socket refused", "code", refusal.CloseCode, "reason", refusal.Reason, "remote", r.RemoteAddr)
+		b.metrics.refused(refusal.CloseCode)
+		b.audit(auditRecord{Event: auditRefused, Code: strconv.Itoa(refusal.CloseCode), Remote: r.RemoteAddr})
 		writeClosing(conn, refusal.CloseCode, refusal.Reason, time.Second)
 		// Give the peer a moment to read the close frame before the drop.
 		_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -306,6 +358,7 @@ func (b *Bridge) serveSocket(w http.ResponseWriter, r *http.Request) {
 	b.mu.Unlock()
 	defer b.wg.Done()
 	b.log.Info("tab opened", "user", adm.User, "tab", t.id)
+	b.audit(auditRecord{Event: auditOpen, User: adm.User, Outcome: outcomeOK, Tab: t.id, Remote: r.RemoteAddr})
 	t.serve()
 	b.mu.Lock()
 	delete(b.tabs, t)
@@ -362,6 +415,9 @@ func (b *Bridge) Close() error {
 	}
 	b.cancel()
 	b.wg.Wait()
+	if b.auditFile != nil {
+		b.auditFile.close()
+	}
 	return nil
 }
 

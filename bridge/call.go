@@ -25,6 +25,8 @@ type call struct {
 	tool    string
 	args    []byte
 	timeout time.Duration
+	start   time.Time // when the request arrived
+	labels  [2]string // the metrics' server and tool labels
 
 	ctx    context.Context
 	cancel context.CancelFunc // cancelling sends notifications/cancelled upstream
@@ -42,14 +44,65 @@ func (c *call) finish(raw []byte, perr *protoError) {
 		c.mu.Unlock()
 		if perr != nil {
 			c.t.push(errorReply(typeCall, c.id, perr))
-			return
+		} else {
+			// The raw result is sent as it is, between the reply's head and its
+			// closing brace: no copy of a result of tens of megabytes.
+			head := buildMessage(replyHead{Type: typeCall, ID: c.id, OK: true})
+			head = append(head[:len(head)-1], `,"result":`...)
+			c.t.pushParts(head, raw, []byte{'}'})
 		}
-		// The raw result is sent as it is, between the reply's head and its
-		// closing brace: no copy of a result of tens of megabytes.
-		head := buildMessage(replyHead{Type: typeCall, ID: c.id, OK: true})
-		head = append(head[:len(head)-1], `,"result":`...)
-		c.t.pushParts(head, raw, []byte{'}'})
+		c.answered(raw, perr)
 	})
+}
+
+// answered counts and records the call's one answer.
+func (c *call) answered(raw []byte, perr *protoError) {
+	outcome, code := outcomeOK, ""
+	switch {
+	case perr == nil:
+		if isToolError(raw) {
+			outcome = outcomeToolError
+		}
+	case perr.Code == CodeCancelled:
+		outcome = outcomeCancelled
+	case perr.Code == CodeTimeout:
+		outcome = outcomeTimedOut
+	default:
+		outcome = outcomeFailed
+	}
+	if perr != nil {
+		code = perr.Code
+	}
+	elapsed := time.Since(c.start)
+	in, out := int64(len(c.args)), int64(len(raw))
+	b := c.t.b
+	b.metrics.callDone(c.labels[0], c.labels[1], outcome, true, elapsed, in, out)
+	b.audit(auditRecord{Event: auditCall, User: c.t.adm.User, Server: c.s.spec.Name, Fingerprint: c.s.spec.Fingerprint,
+		Tool: c.tool, ArgsSHA256: argsDigest(c.args), Outcome: outcome, Code: code, DurationMs: millis(elapsed),
+		BytesIn: in, BytesOut: out, ID: shown(string(c.id)), Tab: c.t.id})
+}
+
+// refuseCall answers a tools:call the bridge will not run (unless the
+// reply was already sent: pushed false), and counts and records it. s is
+// the tab's session with the server, nil when it has none; server and
+// tool are the page's words, recorded only in the audit record (bounded).
+func (t *tab) refuseCall(m pageMessage, s *session, server, tool string, args []byte, perr *protoError, push bool) {
+	if push {
+		t.push(errorReply(m.Type, m.ID, perr))
+	}
+	sl, tl := labelOther, labelOther
+	rec := auditRecord{Event: auditCall, User: t.adm.User, Server: shown(server), Tool: shown(tool),
+		Outcome: outcomeRefused, Code: perr.Code, ID: shown(string(m.ID)), Tab: t.id}
+	if s != nil {
+		_, listed := s.currentListing().tools[tool]
+		sl, tl = t.b.metrics.labels(s.spec.Name, tool, listed)
+		rec.Fingerprint = s.spec.Fingerprint
+	}
+	if args != nil {
+		rec.ArgsSHA256 = argsDigest(args)
+	}
+	t.b.metrics.callDone(sl, tl, outcomeRefused, false, 0, 0, 0)
+	t.b.audit(rec)
 }
 
 func (c *call) cancelUpstream() { c.cancel() }
@@ -79,22 +132,30 @@ func (t *tab) handleCall(m pageMessage) {
 		Arguments json.RawMessage `json:"arguments"`
 		TimeoutMs *float64        `json:"timeoutMs"`
 	}
+	start := time.Now()
 	if perr := decodeFields(m.Frame, &req); perr != nil {
-		t.push(errorReply(m.Type, m.ID, perr))
+		t.refuseCall(m, nil, "", "", nil, perr, true)
 		return
 	}
+	server, tool := "", ""
+	if req.Server != nil {
+		server = *req.Server
+	}
+	if req.Tool != nil {
+		tool = *req.Tool
+	}
 	switch {
-	case req.Server == nil || *req.Server == "":
-		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "tools:call needs \"server\"")))
+	case server == "":
+		t.refuseCall(m, nil, server, tool, nil, errorf(CodeBadRequest, "tools:call needs \"server\""), true)
 		return
-	case req.Tool == nil || *req.Tool == "":
-		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "tools:call needs \"tool\"")))
+	case tool == "":
+		t.refuseCall(m, nil, server, tool, nil, errorf(CodeBadRequest, "tools:call needs \"tool\""), true)
 		return
 	case len(req.Arguments) > 0 && req.Arguments[0] != '{' && string(req.Arguments) != "null":
-		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "\"arguments\" must be an object")))
+		t.refuseCall(m, nil, server, tool, nil, errorf(CodeBadRequest, "\"arguments\" must be an object"), true)
 		return
 	case req.TimeoutMs != nil && *req.TimeoutMs <= 0:
-		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "\"timeoutMs\" must be a positive number of milliseconds")))
+		t.refuseCall(m, nil, server, tool, nil, errorf(CodeBadRequest, "\"timeoutMs\" must be a positive number of milliseconds"), true)
 		return
 	}
 	args := []byte(req.Arguments)
@@ -103,6 +164,7 @@ func (t *tab) handleCall(m pageMessage) {
 	}
 	t.mu.Lock()
 	s := t.shares[*req.Server]
+	closedBy := t.closedBy[*req.Server]
 	inFlight := 0
 	for _, p := range t.pending {
 		if p.server != nil {
@@ -110,26 +172,30 @@ func (t *tab) handleCall(m pageMessage) {
 		}
 	}
 	t.mu.Unlock()
+	if s == nil && closedBy != "" {
+		t.refuseCall(m, nil, server, tool, args, errorf(CodeNotConnected, "the session with %s ended: %s; connect again", *req.Server, closedBy), true)
+		return
+	}
 	if s == nil {
-		t.push(errorReply(m.Type, m.ID, errorf(CodeNotConnected, "this tab is not connected to %q: send tools:connect first", *req.Server)))
+		t.refuseCall(m, nil, server, tool, args, errorf(CodeNotConnected, "this tab is not connected to %q: send tools:connect first", *req.Server), true)
 		return
 	}
 	if perr := t.stillConfigured(s.spec.Name); perr != nil {
-		t.push(errorReply(m.Type, m.ID, perr))
+		t.refuseCall(m, s, server, tool, args, perr, true)
 		return
 	}
 	l := s.currentListing()
 	info, listed := l.tools[*req.Tool]
 	if !listed {
-		t.push(errorReply(m.Type, m.ID, errorf(CodeUnknownTool, "%s has no tool named %q", *req.Server, *req.Tool)))
+		t.refuseCall(m, s, server, tool, args, errorf(CodeUnknownTool, "%s has no tool named %q", *req.Server, *req.Tool), true)
 		return
 	}
 	if inFlight >= t.b.opts.MaxCallsPerTab {
-		t.push(errorReply(m.Type, m.ID, errorf(CodeBusy, "this tab already has %d calls in flight; wait for one to finish", inFlight)))
+		t.refuseCall(m, s, server, tool, args, errorf(CodeBusy, "this tab already has %d calls in flight; wait for one to finish", inFlight), true)
 		return
 	}
 	if n := s.callCount(); n >= t.b.opts.MaxCallsPerServer {
-		t.push(errorReply(m.Type, m.ID, errorf(CodeBusy, "%s already has %d calls in flight; try again shortly", *req.Server, n)))
+		t.refuseCall(m, s, server, tool, args, errorf(CodeBusy, "%s already has %d calls in flight; try again shortly", *req.Server, n), true)
 		return
 	}
 	timeout := durationAtMost(info.expectedSeconds*5, time.Second, t.b.opts.CallTimeoutMax)
@@ -141,19 +207,21 @@ func (t *tab) handleCall(m pageMessage) {
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, timeout)
 	c := &call{t: t, s: s, id: m.ID, token: t.b.newToken("mjb-"), tool: *req.Tool, args: args,
-		timeout: timeout, ctx: ctx, cancel: cancel}
+		timeout: timeout, ctx: ctx, cancel: cancel, start: start}
+	c.labels[0], c.labels[1] = t.b.metrics.labels(s.spec.Name, c.tool, true)
 	p := &pending{server: s, cancel: func(code, message string) {
 		c.finish(nil, errorf(code, "%s", message))
 		cancel()
 	}}
-	if !t.addPending(m, p) {
+	if perr := t.addPending(m, p); perr != nil {
 		cancel()
+		t.refuseCall(m, s, server, tool, args, perr, false)
 		return
 	}
 	if !s.addCall(c) {
 		t.removePending(m.ID, p)
 		cancel()
-		t.push(errorReply(m.Type, m.ID, errorf(CodeNotConnected, "the session with %s has ended: connect again", *req.Server)))
+		t.refuseCall(m, s, server, tool, args, errorf(CodeNotConnected, "the session with %s has ended: connect again", *req.Server), true)
 		return
 	}
 	t.work.Add(1)

@@ -2,6 +2,8 @@ package bridge_test
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"slices"
@@ -102,6 +104,32 @@ func TestWhatReachesAServer(t *testing.T) {
 			if !slices.Contains(methods, m) {
 				t.Errorf("the server never received %s: %v", m, methods)
 			}
+		}
+	})
+	t.Run("2026-07-28 over HTTP", func(t *testing.T) {
+		// Revision 2026-07-28 over Streamable HTTP: closing a call's
+		// response stream is its cancellation, and the client POSTs
+		// nothing but requests. The server accepts notifications (202),
+		// so only the bridge can keep them away.
+		replay, err := bridgetest.NewHTTPReplay(bridgetest.HTTPOptions{Name: "modern-http", Modern: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(replay)
+		t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+		spec := bridge.ServerSpec{Name: "modern-http", Transport: bridge.TransportHTTP, URL: srv.URL + "/mcp", Source: "test", Fingerprint: "sha256:modern-http"}
+		connectCallCancelDisconnect(t, spec, "echo", func() bool { return replay.Cancelled() >= 1 })
+		requests := []string{"server/discover", "tools/list", "tools/call", "ping"}
+		for _, r := range replay.Requests() {
+			if r.HTTPMethod == http.MethodPost && !slices.Contains(requests, r.RPCMethod) {
+				t.Errorf("POSTed %q to a server of 2026-07-28; only requests (%v) may be", r.RPCMethod, requests)
+			}
+			if r.RPCMethod != "" && r.Header.Get("Mcp-Protocol-Version") != "2026-07-28" {
+				t.Errorf("%s sent under revision %q", r.RPCMethod, r.Header.Get("Mcp-Protocol-Version"))
+			}
+		}
+		if !slices.Contains(replay.Methods(), "tools/call") {
+			t.Errorf("no tools/call reached the server: %v", replay.Methods())
 		}
 	})
 }

@@ -19,33 +19,40 @@ func (t *tab) handleConnect(m pageMessage) {
 		Confirmed   *bool   `json:"confirmed"`
 		Approval    *string `json:"approval"`
 	}
+	start := time.Now()
 	if perr := decodeFields(m.Frame, &req); perr != nil {
 		t.push(errorReply(m.Type, m.ID, perr))
+		t.connectAnswered(m, nil, "", outcomeRefused, perr.Code, start)
 		return
 	}
 	if req.Server == nil || *req.Server == "" {
-		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "tools:connect needs \"server\", the name of a configured server")))
+		perr := errorf(CodeBadRequest, "tools:connect needs \"server\", the name of a configured server")
+		t.push(errorReply(m.Type, m.ID, perr))
+		t.connectAnswered(m, nil, "", outcomeRefused, perr.Code, start)
 		return
 	}
 	spec, snap, ok := t.findSpec(*req.Server, 0)
 	if !ok {
+		perr := errorf(CodeUnknownServer, "no server named %q is configured (list them with tools:servers)", *req.Server)
 		if reason, forbidden := snap.Forbidden[*req.Server]; forbidden {
-			t.push(errorReply(m.Type, m.ID, errorf(CodeForbidden, "%s", reason)))
-			return
+			perr = errorf(CodeForbidden, "%s", reason)
 		}
-		t.push(errorReply(m.Type, m.ID, errorf(CodeUnknownServer, "no server named %q is configured (list them with tools:servers)", *req.Server)))
+		t.push(errorReply(m.Type, m.ID, perr))
+		t.connectAnswered(m, nil, *req.Server, outcomeRefused, perr.Code, start)
 		return
 	}
 	if req.Fingerprint == nil || *req.Fingerprint == "" {
 		e := errorf(CodeConfirmationRequired, "Confirm %s before its first connection.", spec.Name)
 		e.Server = viewOf(spec)
 		t.push(errorReply(m.Type, m.ID, e))
+		t.connectAnswered(m, &spec, "", outcomeRefused, e.Code, start)
 		return
 	}
 	if *req.Fingerprint != spec.Fingerprint {
 		e := errorf(CodeFingerprintChanged, "The configuration of %s changed since it was confirmed: confirm it again.", spec.Name)
 		e.Server = viewOf(spec)
 		t.push(errorReply(m.Type, m.ID, e))
+		t.connectAnswered(m, &spec, "", outcomeRefused, e.Code, start)
 		return
 	}
 	approved := false
@@ -60,7 +67,13 @@ func (t *tab) handleConnect(m pageMessage) {
 		e := errorf(CodeConfirmationRequired, "Confirm %s before connecting: its approval is missing, expired or not valid for this user and configuration.", spec.Name)
 		e.Server = viewOf(spec)
 		t.push(errorReply(m.Type, m.ID, e))
+		t.connectAnswered(m, &spec, "", outcomeRefused, e.Code, start)
 		return
+	}
+	if !approved {
+		// The person confirmed this server and fingerprint (confirmed: true).
+		t.b.audit(auditRecord{Event: auditConfirm, User: t.adm.User, Server: spec.Name, Fingerprint: spec.Fingerprint,
+			ID: shown(string(m.ID)), Tab: t.id})
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
 	var once sync.Once
@@ -74,8 +87,9 @@ func (t *tab) handleConnect(m pageMessage) {
 		answer(errorReply(m.Type, m.ID, errorf(code, "%s", message)))
 		cancel()
 	}}
-	if !t.addPending(m, p) {
+	if perr := t.addPending(m, p); perr != nil {
 		cancel()
+		t.connectAnswered(m, &spec, "", outcomeRefused, perr.Code, start)
 		return
 	}
 	t.work.Add(1)
@@ -83,8 +97,34 @@ func (t *tab) handleConnect(m pageMessage) {
 		defer t.work.Done()
 		defer cancel()
 		defer t.removePending(m.ID, p)
-		t.connect(ctx, m, spec, answer)
+		t.connect(ctx, m, spec, answer, true)
+		t.mu.Lock()
+		s := t.shares[spec.Name]
+		t.mu.Unlock()
+		outcome := outcomeFailed
+		switch {
+		case s != nil && s.spec.Fingerprint == spec.Fingerprint:
+			outcome = outcomeOK
+		case ctx.Err() != nil:
+			outcome = outcomeCancelled
+		}
+		t.connectAnswered(m, &spec, "", outcome, "", start)
 	}()
+}
+
+// connectAnswered counts and records a tools:connect's answer: of spec,
+// or, when the configuration has no such server, of the page's name
+// (recorded only in the audit record, bounded).
+func (t *tab) connectAnswered(m pageMessage, spec *ServerSpec, asked, outcome, code string, start time.Time) {
+	rec := auditRecord{Event: auditConnect, User: t.adm.User, Server: shown(asked), Outcome: outcome, Code: code,
+		DurationMs: millis(time.Since(start)), ID: shown(string(m.ID)), Tab: t.id}
+	server := labelOther
+	if spec != nil {
+		server = t.b.metrics.server(spec.Name)
+		rec.Server, rec.Fingerprint = spec.Name, spec.Fingerprint
+	}
+	t.b.metrics.connects.WithLabelValues(server, outcome).Inc()
+	t.b.audit(rec)
 }
 
 // startProgressEvery is the shortest interval between two tools:progress
@@ -92,8 +132,10 @@ func (t *tab) handleConnect(m pageMessage) {
 const startProgressEvery = 100 * time.Millisecond
 
 // connect runs one tools:connect: acquire the session, wait for its start
-// (relaying stderr as progress), then answer with the listing.
-func (t *tab) connect(ctx context.Context, m pageMessage, spec ServerSpec, answer func([]byte) bool) {
+// (relaying stderr as progress), make sure a running session's server still
+// answers (session.alive), then answer with the listing. When it does not,
+// the session ends and, if again, a new one is started in its place.
+func (t *tab) connect(ctx context.Context, m pageMessage, spec ServerSpec, answer func([]byte) bool, again bool) {
 	// A tab holds at most one share per server name: a connect to a new
 	// definition of the same name releases the old one.
 	t.mu.Lock()
@@ -152,7 +194,8 @@ wait:
 			Type    string          `json:"type"`
 			ID      json.RawMessage `json:"id"`
 			Message string          `json:"message"`
-		}{typeProgress, m.ID, oneLine(line)}))
+			Stderr  []string        `json:"stderr,omitempty"`
+		}{typeProgress, m.ID, oneLine(line), s.stderrTail(stderrBlockLines)}))
 		throttle.Reset(startProgressEvery)
 	}
 	unwatch()
@@ -162,12 +205,32 @@ wait:
 	}
 	if s.startErr != nil {
 		t.b.pool.release(t, s)
-		answer(errorReply(m.Type, m.ID, errorf(CodeServerFailed, "%s", s.startErr.Error())))
+		e := errorf(CodeServerFailed, "%s", s.startErr.Error())
+		e.Stderr = s.stderrTail(stderrBlockLines)
+		answer(errorReply(m.Type, m.ID, e))
 		return
 	}
 	if s.state() != stateConnected {
 		t.b.pool.release(t, s)
 		answer(errorReply(m.Type, m.ID, errorf(CodeServerFailed, "the session with %s ended as it was joined: connect again", spec.Name)))
+		return
+	}
+	if !s.alive(ctx) {
+		// The server stopped answering: its session ends (and its other
+		// tabs are told); this connect starts a new one.
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+		}
+		t.b.pool.release(t, s)
+		if ctx.Err() != nil {
+			return // answered by whoever cancelled
+		}
+		if again {
+			t.connect(ctx, m, spec, answer, false)
+			return
+		}
+		answer(errorReply(m.Type, m.ID, errorf(CodeServerFailed, "%s stopped answering twice in a row: connect again later", spec.Name)))
 		return
 	}
 	l := s.currentListing()
@@ -187,6 +250,7 @@ wait:
 		return
 	}
 	t.shares[spec.Name] = s
+	delete(t.closedBy, spec.Name)
 	t.mu.Unlock()
 	if !answer(buildMessage(struct {
 		replyHead
@@ -212,6 +276,10 @@ func (t *tab) sessionClosed(s *session, reason string) {
 	held := t.shares[s.spec.Name] == s
 	if held {
 		delete(t.shares, s.spec.Name)
+		if t.closedBy == nil {
+			t.closedBy = map[string]string{}
+		}
+		t.closedBy[s.spec.Name] = oneLine(reason)
 	}
 	t.mu.Unlock()
 	if !held {
@@ -240,6 +308,7 @@ func (t *tab) handleDisconnect(m pageMessage) {
 	t.mu.Lock()
 	s := t.shares[*req.Server]
 	delete(t.shares, *req.Server)
+	delete(t.closedBy, *req.Server)
 	var toCancel []*pending
 	if s != nil {
 		for _, p := range t.pending {

@@ -17,7 +17,7 @@
 //   - bridge.go: Options and their defaults; Bridge: New, a socket's
 //     admission by the Gate and its upgrade, Close; the Catalog's answer,
 //     read at most so often.
-//   - routes.go: the HTTP paths the bridge answers (socket, page,
+//   - routes.go: the HTTP paths the bridge answers (socket, metrics, page,
 //     readiness).
 //   - tab.go: one page's socket: what the Gate admitted, the read loop and
 //     dispatch, the write loop and its bounded queue, shedding the tab
@@ -39,15 +39,25 @@
 //     lock of its own: acquire, release, the idle grace, the end, and each
 //     server's last failure.
 //   - session.go: one MCP session's life: start (stdio or Streamable HTTP),
-//     tools/list, tools/call upstream, its end.
+//     tools/list, tools/call upstream, liveness (the pings of a silent
+//     server), its end (PROTOCOL.md, "When a session ends").
 //   - tap.go, httptap.go: the raw tap under go-sdk (results byte for byte,
-//     progress in wire order); httptap.go is the Streamable HTTP side.
+//     progress in wire order); httptap.go is the Streamable HTTP side, and
+//     the one place that decides how a call is cancelled at each revision
+//     (cancelByClosing) and that one refused message is that message's
+//     failure, not the session's.
 //   - discover.go: revision 2026-07-28's server/discover, bounded (the
 //     stdio side; httptap.go bounds it over HTTP), the one rule that starts
 //     a slow server of 2026-07-28 only again, and the revision each server
 //     last agreed to.
 //   - probe.go: Bridge.Probe, a session's start and tools/list outside the
 //     pool, for doctor and check.
+//   - metrics.go: the Prometheus registry of each Bridge and its metrics
+//     (bounded label values), the /metrics route's admission (the Gate, or
+//     a direct request from loopback), and Bridge.ServerCounters for the
+//     status page; audit.go: the audit record, a log line and a line of
+//     the audit file (owner-only, rotated by size) per call, connect,
+//     confirmation and refusal.
 //   - memory.go: the memory ceiling; credentials.go: an HTTP server's 401
 //     and 403; api.go: what callers supply and receive (ServerSpec,
 //     Catalog, Gate, Approvals).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -288,6 +289,35 @@ func FuzzInputRequired(f *testing.F) {
 		}
 		if strings.ContainsAny(e.Message, "\r\n") || !utf8.ValidString(e.Message) {
 			t.Fatalf("message %q is not one line of UTF-8", e.Message)
+		}
+	})
+}
+
+var literalIsErrorTrue = regexp.MustCompile(`"isError"[ \t\r\n]*:[ \t\r\n]*true`)
+
+// FuzzIsToolError: a server's result counts as a tool error exactly when
+// a page decoding it finds isError true at its top level (written as the
+// plain key), and never for anything else: no panic, no false positive.
+func FuzzIsToolError(f *testing.F) {
+	for _, s := range []string{
+		`{"content":[],"isError":true}`, `{"isError":false}`, `{"ISERROR":true}`, `{"isError":true,"isError":false}`,
+		`{"structuredContent":{"isError":true}}`, `{"isError":"true"}`, `[{"isError":true}]`, `{"isError":true`, `{"is\u0045rror":true}`, `{"isError" :` + "\n" + ` true}`, `{"a":{"isError":false},"isError":true}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got := isToolError(raw)
+		var m map[string]any
+		want := false
+		if json.Unmarshal(raw, &m) == nil {
+			v, ok := m["isError"].(bool)
+			want = ok && v
+		}
+		if got && !want {
+			t.Fatalf("%q counted as a tool error; a page reads isError %v", raw, m["isError"])
+		}
+		if want && !got && literalIsErrorTrue.Match(raw) {
+			t.Fatalf("%q not counted as a tool error; a page reads isError true", raw)
 		}
 	})
 }

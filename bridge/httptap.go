@@ -33,6 +33,84 @@ type tapRoundTripper struct {
 	// afterwards is recorded there (see discover.go).
 	probe *discoverProbe
 	limit int64 // the result limit: larger messages fail their call with stdio.CodeTooLarge
+	// heard, if not nil, is called whenever the server answers anything
+	// (an HTTP response, an event): the liveness check's evidence.
+	heard func()
+
+	mu        sync.Mutex
+	sentUnder map[string]string // guarded by mu; request id key → the revision it was POSTed under, while its answer is awaited
+	lastRev   string            // guarded by mu; the revision of the latest request
+}
+
+// cancelByClosing reports whether a call sent under revision rev is
+// cancelled, over Streamable HTTP, by closing its response stream alone
+// (revision 2026-07-28 and later: "no notifications/cancelled message is
+// required or expected") rather than by POSTing notifications/cancelled
+// (2025-11-25 and earlier, where a closed stream is not a cancellation).
+// Over stdio notifications/cancelled is always sent: go-sdk does so when a
+// call's context ends, and the stdio transport passes it on. This is the
+// one place the bridge decides how a call is cancelled.
+func cancelByClosing(rev string) bool { return rev >= protocolVersion20260728 }
+
+func (rt *tapRoundTripper) noteSent(id, rev string) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.sentUnder == nil {
+		rt.sentUnder = map[string]string{}
+	}
+	rt.sentUnder[id] = rev
+	if rev != "" {
+		rt.lastRev = rev
+	}
+}
+
+func (rt *tapRoundTripper) answered(id string) {
+	rt.mu.Lock()
+	delete(rt.sentUnder, id)
+	rt.mu.Unlock()
+}
+
+// revisionOf is the revision the request id was sent under, or, if it is
+// not known (answered already, or never sent), the latest request's.
+func (rt *tapRoundTripper) revisionOf(id string) string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rev, ok := rt.sentUnder[id]; ok && rev != "" {
+		return rev
+	}
+	return rt.lastRev
+}
+
+func (rt *tapRoundTripper) markHeard() {
+	if rt.heard != nil {
+		rt.heard()
+	}
+}
+
+// accepted is the answer the bridge gives go-sdk in place of the server's
+// for a notification it did not POST, or one the server refused.
+func accepted(req *http.Request) *http.Response {
+	return &http.Response{StatusCode: http.StatusAccepted, Status: "202 Accepted", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: http.NoBody, Request: req}
+}
+
+// passedThrough reports whether an HTTP answer to a POST is one go-sdk
+// must see as it is because it means the session is over or cannot go on:
+// 404 to a request of a stateful session (the session is gone), 401 and
+// 403 (credentials, see credentials.go), and 2xx. Transient answers (429,
+// 5xx) go-sdk already treats as a failure of that message alone.
+func passedThrough(req *http.Request, status int) bool {
+	switch {
+	case status >= 200 && status < 300:
+		return true
+	case status == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "":
+		return true
+	case status == http.StatusUnauthorized, status == http.StatusForbidden:
+		return true
+	case status == http.StatusTooManyRequests, status >= 500:
+		return true
+	}
+	return false
 }
 
 func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -43,6 +121,7 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	req.Header.Del("Cookie")
 	var reqID json.RawMessage
 	var method string
+	notification := false // a POSTed notification or response: no answer awaited
 	if req.Method == http.MethodPost && req.Body != nil {
 		body, err := io.ReadAll(req.Body)
 		req.Body.Close()
@@ -54,10 +133,18 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 			Method string `json:"method"`
 			Params rawRef `json:"params"`
 		}
-		if json.Unmarshal(body, &m) == nil && m.ID != nil {
-			reqID = bytes.Clone(m.ID)
-			method = m.Method
-			rt.tap.outgoingCall(m.Method, rawIDKey(m.ID), json.RawMessage(m.Params))
+		if json.Unmarshal(body, &m) == nil {
+			if m.ID != nil && m.Method != "" {
+				reqID = bytes.Clone(m.ID)
+				method = m.Method
+				rt.noteSent(rawIDKey(m.ID), req.Header.Get("Mcp-Protocol-Version"))
+				rt.tap.outgoingCall(m.Method, rawIDKey(m.ID), json.RawMessage(m.Params))
+			} else {
+				notification = true
+				if rt.skipNotification(req, m.Method, m.Params) {
+					return accepted(req), nil
+				}
+			}
 		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
@@ -69,13 +156,54 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	if method == methodDiscover && rt.probe.bounded() {
 		var refused bool
 		if resp, refused, err = rt.boundedDiscover(req, reqID); refused {
+			rt.answered(rawIDKey(reqID))
 			return resp, nil
 		}
 	} else {
 		resp, err = rt.base.RoundTrip(req)
 	}
+	if err == nil {
+		rt.markHeard()
+	}
 	if err == nil && rt.auth != nil {
 		rt.auth.Observe(resp)
+	}
+	if err == nil && req.Method == http.MethodPost && !passedThrough(req, resp.StatusCode) {
+		// One message refused (mcp 2.0.0 answers 400 to every POSTed
+		// notification): that message failed, the session did not. go-sdk
+		// would end the session on it, so it gets what it can take as
+		// that message's own failure.
+		detail := refusal(resp)
+		switch {
+		case notification:
+			if rt.log != nil {
+				rt.log.Warn("the server refused a notification; the session goes on", "status", resp.Status, "answer", detail.text)
+			}
+			return accepted(req), nil
+		case reqID != nil && method != methodDiscover:
+			if rt.log != nil {
+				rt.log.Warn("the server refused a request", "method", method, "status", resp.Status, "answer", detail.text)
+			}
+			e := detail.rpc
+			if e == nil {
+				msg := "the server refused the request: HTTP " + resp.Status
+				if detail.text != "" {
+					msg += ": " + detail.text
+				}
+				e = &rpcError{Code: -32603, Message: msg}
+			}
+			body, _ := json.Marshal(struct {
+				JSONRPC string          `json:"jsonrpc"`
+				ID      json.RawMessage `json:"id"`
+				Error   rpcError        `json:"error"`
+			}{"2.0", reqID, *e})
+			resp = &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(body)),
+				ContentLength: int64(len(body)), Request: req}
+		}
+	}
+	if reqID != nil && (err != nil || resp.StatusCode != http.StatusOK) {
+		rt.answered(rawIDKey(reqID))
 	}
 	if resuming && rt.resume != nil {
 		// The event ID is the server's and says nothing secret, but it is
@@ -101,6 +229,9 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		if err != nil {
 			return nil, err
 		}
+		if reqID != nil {
+			rt.answered(rawIDKey(reqID))
+		}
 		if int64(len(body)) > rt.limit {
 			body = tooLargeResponse(reqID, -1, rt.limit)
 		} else {
@@ -110,7 +241,13 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		resp.ContentLength = int64(len(body))
 		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	case "text/event-stream":
-		resp.Body = newSSETap(resp.Body, rt.tap, rt.limit, reqID)
+		sse := newSSETap(resp.Body, rt.tap, rt.limit, reqID)
+		sse.heard = rt.markHeard
+		if reqID != nil {
+			id := rawIDKey(reqID)
+			sse.onClose = func() { rt.answered(id) }
+		}
+		resp.Body = sse
 		resp.ContentLength = -1
 		resp.Header.Del("Content-Length")
 	}
@@ -198,6 +335,60 @@ func answersWithResult(resp *http.Response, id json.RawMessage, limit int64) boo
 	return false
 }
 
+// skipNotification reports whether a notification go-sdk wants to POST is
+// not sent at all: notifications/cancelled for a call sent under revision
+// 2026-07-28 or later, whose closed response stream is its cancellation
+// (cancelByClosing), and any other notification of such a session, since
+// nothing but requests is POSTed to a server of that revision.
+func (rt *tapRoundTripper) skipNotification(req *http.Request, method string, params rawRef) bool {
+	rev := req.Header.Get("Mcp-Protocol-Version")
+	if method == "notifications/cancelled" {
+		var p struct {
+			RequestID rawRef `json:"requestId"`
+		}
+		if json.Unmarshal(params, &p) == nil && p.RequestID != nil {
+			rev = rt.revisionOf(rawIDKey(p.RequestID))
+		}
+	} else if rev == "" {
+		rt.mu.Lock()
+		rev = rt.lastRev
+		rt.mu.Unlock()
+	}
+	if !cancelByClosing(rev) {
+		return false
+	}
+	if rt.log != nil {
+		rt.log.Debug("not POSTed: the revision has no client notifications over HTTP", "method", method, "revision", rev)
+	}
+	return true
+}
+
+// refused is what a refused answer's body says: the JSON-RPC error it
+// carries, if it is one, and its first line, bounded, for the log.
+type refused struct {
+	rpc  *rpcError
+	text string
+}
+
+// refusal reads a refused answer's body (bounded) and closes it.
+func refusal(resp *http.Response) refused {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	var r refused
+	var m struct {
+		Error *rpcError `json:"error"`
+	}
+	if json.Unmarshal(b, &m) == nil && m.Error != nil && m.Error.Message != "" {
+		r.rpc = m.Error
+	}
+	line, _, _ := bytes.Cut(bytes.TrimSpace(b), []byte("\n"))
+	if len(line) > 512 {
+		line = line[:512]
+	}
+	r.text = oneLine(string(line))
+	return r
+}
+
 func errOrStatus(err error, resp *http.Response) string {
 	if err != nil {
 		return err.Error()
@@ -270,6 +461,9 @@ type sseTap struct {
 	limit int64
 	reqID json.RawMessage
 
+	heard   func() // if not nil, called for each event
+	onClose func() // if not nil, called once when go-sdk closes the stream
+
 	mu  sync.Mutex
 	out bytes.Buffer // rewritten bytes not yet read
 	err error        // sticky
@@ -291,7 +485,12 @@ func (s *sseTap) Read(p []byte) (int, error) {
 	return s.out.Read(p)
 }
 
-func (s *sseTap) Close() error { return s.src.Close() }
+func (s *sseTap) Close() error {
+	if s.onClose != nil {
+		s.onClose()
+	}
+	return s.src.Close()
+}
 
 // nextEvent reads one event (up to a blank line) and writes its rewritten
 // form to out.
@@ -303,6 +502,9 @@ func (s *sseTap) nextEvent() error {
 	ev, err := readEvent(s.r, s.limit)
 	if err != nil {
 		return err
+	}
+	if s.heard != nil {
+		s.heard()
 	}
 	s.flush(ev)
 	return nil

@@ -475,3 +475,188 @@ func rawStdioCalls(t *testing.T, command string, args []string, env map[string]s
 	}
 	return list.Tools, out
 }
+
+// TestPythonSDKInterop is the interop matrix's rows for the official
+// Python MCP SDK, which cannot run here (field notes): servers of the
+// fake-server kit that behave as its releases do, mcp 1.29.0
+// (bridgetest.PythonMCP1Mode, PythonMCP1) and mcp 2.0.0 (PythonMCP2Mode,
+// PythonMCP2), over stdio, Streamable HTTP stateful and stateless. For
+// each: connect, a call with progress, a call cancelled from the page
+// (the server stops it), another call on the same session, then the
+// server killed and the page reconnected. mcp 2.0.0 speaks 2026-07-28
+// only, which has no sessions: it has no stateful row.
+func TestPythonSDKInterop(t *testing.T) {
+	type row struct {
+		server, transport string
+		modern            bool
+		// start returns the spec, the count of calls the server saw
+		// cancelled and stopped, the kill, and (HTTP stateless) the
+		// restart that brings a server back at the same address.
+		start func(t *testing.T) (spec bridge.ServerSpec, cancelled func() int, kill func(), back func())
+	}
+	stdioRow := func(name string, mode bridgetest.Mode) func(t *testing.T) (bridge.ServerSpec, func() int, func(), func()) {
+		return func(t *testing.T) (bridge.ServerSpec, func() int, func(), func()) {
+			dir := t.TempDir()
+			mode.Journal = filepath.Join(dir, "journal")
+			mode.PidFile = filepath.Join(dir, "pid")
+			spec := fakeServer(t, name, mode)
+			cancelled := func() int {
+				entries, _ := bridgetest.ReadJournal(mode.Journal)
+				n := 0
+				for _, e := range entries {
+					if e.Method == "notifications/cancelled" && e.Matched != nil && *e.Matched {
+						n++
+					}
+				}
+				return n
+			}
+			kill := func() {
+				pid := readPid(t, mode.PidFile)
+				os.Remove(mode.PidFile)
+				proc, err := os.FindProcess(pid)
+				if err == nil {
+					err = proc.Kill() // SIGKILL; TerminateProcess on Windows
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			return spec, cancelled, kill, func() {}
+		}
+	}
+	httpRow := func(opts bridgetest.HTTPOptions) func(t *testing.T) (bridge.ServerSpec, func() int, func(), func()) {
+		return func(t *testing.T) (bridge.ServerSpec, func() int, func(), func()) {
+			replay, err := bridgetest.NewHTTPReplay(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(replay)
+			addr := srv.Listener.Addr().String()
+			t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+			spec := bridge.ServerSpec{Name: opts.Name, Transport: bridge.TransportHTTP, URL: srv.URL + "/mcp", Source: "test", Fingerprint: "sha256:" + opts.Name}
+			if !opts.Stateless {
+				// A stateful server killed and started again forgets its
+				// sessions: what Restart does.
+				return spec, replay.Cancelled, replay.Restart, func() {}
+			}
+			kill := func() { srv.CloseClientConnections(); srv.Close() }
+			back := func() {
+				l, err := net.Listen("tcp", addr)
+				if err != nil {
+					t.Fatalf("listen again at %s: %v", addr, err)
+				}
+				again := httptest.NewUnstartedServer(replay)
+				again.Listener.Close()
+				again.Listener = l
+				again.Start()
+				t.Cleanup(func() { again.CloseClientConnections(); again.Close() })
+			}
+			return spec, replay.Cancelled, kill, back
+		}
+	}
+	stateless := func(o bridgetest.HTTPOptions) bridgetest.HTTPOptions {
+		o.Stateless = true
+		o.Name += "-stateless"
+		return o
+	}
+	rows := []row{
+		{"mcp 1.29.0", "stdio", false, stdioRow("python-mcp-1.29.0", bridgetest.PythonMCP1Mode())},
+		{"mcp 1.29.0", "http stateful", false, httpRow(bridgetest.PythonMCP1(false))},
+		{"mcp 1.29.0", "http stateless", false, httpRow(stateless(bridgetest.PythonMCP1(false)))},
+		{"mcp 2.0.0", "stdio", true, stdioRow("python-mcp-2.0.0", bridgetest.PythonMCP2Mode())},
+		{"mcp 2.0.0", "http stateless", true, httpRow(bridgetest.PythonMCP2())},
+	}
+	var matrix []string
+	t.Cleanup(func() {
+		for _, line := range matrix {
+			t.Log(line)
+		}
+	})
+	for _, r := range rows {
+		t.Run(r.server+" "+r.transport, func(t *testing.T) {
+			outcome := map[string]string{}
+			steps := []string{"connect", "progress", "cancel", "next call", "kill+reconnect"}
+			defer func() {
+				line := fmt.Sprintf("%-10s × %-14s:", r.server, r.transport)
+				for _, s := range steps {
+					o := outcome[s]
+					if o == "" {
+						o = "FAIL"
+					}
+					line += fmt.Sprintf(" %s %s;", s, o)
+				}
+				matrix = append(matrix, line)
+			}()
+			spec, cancelled, kill, back := r.start(t)
+			ctx := testCtx(t, 60*time.Second)
+			h := newHarness(t, bridge.Options{LivenessInterval: 2 * time.Second, LivenessTimeout: time.Second}, spec)
+			p := h.page(ctx)
+			c := connect(t, ctx, p, "connect", spec)
+			want := map[bool]string{true: "2026-07-28", false: "2025-11-25"}[r.modern]
+			if c.Str("protocolVersion") != want {
+				t.Fatalf("protocolVersion %q, want %q", c.Str("protocolVersion"), want)
+			}
+			var info struct{ Name, Version string }
+			json.Unmarshal(c.Fields["serverInfo"], &info)
+			if r.modern && info.Version != "" || !r.modern && info.Version != "1.29.0" {
+				t.Errorf("serverInfo %s", c.Fields["serverInfo"])
+			}
+			outcome["connect"] = "ok (" + want + ")"
+
+			res, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": "long", "server": spec.Name, "tool": "slow", "arguments": map[string]any{"steps": 4, "intervalMs": 50}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustOK(t, res)
+			progress := 0
+			for _, m := range p.All() {
+				if m.Type == "tools:progress" && string(m.ID) == `"long"` {
+					progress++
+				}
+			}
+			if progress < 3 {
+				t.Fatalf("%d tools:progress for 4 steps, want at least 3", progress)
+			}
+			if r.modern && !bytes.Contains(res.Fields["result"], []byte(`"resultType":"complete"`)) {
+				t.Errorf("the result lost resultType: %s", res.Fields["result"])
+			}
+			outcome["progress"] = fmt.Sprintf("ok (%d)", progress)
+
+			callAndCancel(t, ctx, p, spec.Name, "cancel-me")
+			waitFor(t, 10*time.Second, "the server to stop the cancelled call", func() bool { return cancelled() == 1 })
+			outcome["cancel"] = "ok (server stopped)"
+
+			res, _ = p.Request(ctx, map[string]any{"type": "tools:call", "id": "after", "server": spec.Name, "tool": "echo", "arguments": map[string]any{"x": 1}})
+			mustOK(t, res)
+			if r.modern && !bytes.Contains(res.Fields["result"], []byte(`"io.modelcontextprotocol/serverInfo"`)) {
+				t.Errorf("the result lost its _meta: %s", res.Fields["result"])
+			}
+			for _, m := range p.All() {
+				if m.Type == "tools:closed" {
+					t.Fatalf("the session closed: %s", m)
+				}
+			}
+			outcome["next call"] = "ok"
+
+			kill()
+			if r.transport != "stdio" {
+				// Nothing tells the bridge of an HTTP server's end until
+				// it sends something: the next call finds out.
+				res, _ = p.Request(ctx, map[string]any{"type": "tools:call", "id": "dead", "server": spec.Name, "tool": "echo"})
+				if res.OK != nil && *res.OK {
+					t.Fatalf("a call to a killed server succeeded: %s", res)
+				}
+				t.Logf("the call to the killed server: %s", res)
+			}
+			closed, err := p.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:closed" })
+			if err != nil {
+				t.Fatalf("no tools:closed after the kill: %v", err)
+			}
+			back()
+			connect(t, ctx, p, "again", spec)
+			res, _ = p.Request(ctx, map[string]any{"type": "tools:call", "id": "call-again", "server": spec.Name, "tool": "echo"})
+			mustOK(t, res)
+			outcome["kill+reconnect"] = "ok (" + closed.Str("message") + ")"
+		})
+	}
+}

@@ -54,6 +54,22 @@ func TestMemoryCeilingRefusesNewWork(t *testing.T) {
 			t.Fatalf("%s: the reason does not name the memory ceiling: %s", id, m)
 		}
 	}
+	// An admin sees it: the ceiling's state, and the refused call and connect.
+	fams := scrape(t, h.srv.URL+"/megane/builder-tools/metrics", nil)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"megane_bridge_memory_ceiling_refusing", nil, 1},
+		{"megane_bridge_memory_limit_bytes", nil, float64(limit)},
+		{"megane_bridge_calls_total", map[string]string{"server": "fake", "tool": "echo", "outcome": "refused"}, 1},
+		{"megane_bridge_connects_total", map[string]string{"server": "fake", "outcome": "refused"}, 1},
+	} {
+		if got := value(fams, c.name, c.labels); got != c.want {
+			t.Errorf("near the ceiling, %s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
 	runtime.KeepAlive(ballast)
 	ballast = nil
 	runtime.GC()
@@ -64,6 +80,9 @@ func TestMemoryCeilingRefusesNewWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustOK(t, m)
+	if got := value(scrape(t, h.srv.URL+"/megane/builder-tools/metrics", nil), "megane_bridge_memory_ceiling_refusing", nil); got != 0 {
+		t.Errorf("below the ceiling again, memory_ceiling_refusing = %v, want 0", got)
+	}
 	t.Logf("abuse: memory past 90%% of the ceiling | new connects, calls and chunks answered busy; served again below it | 3 of 3 refused, then served")
 	if !strings.Contains(h.logBuf.String(), "near the memory ceiling") {
 		t.Errorf("the refusals were not logged")

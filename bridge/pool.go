@@ -137,8 +137,8 @@ func (p *pool) release(t *tab, s *session) {
 	})
 }
 
-// sessionEnded is called by run when a session is over. A session that ended
-// on its own tells every tab that held it.
+// sessionEnded is called by run when a session is over (its tabs were told
+// by closeHolders).
 func (p *pool) sessionEnded(s *session, reason string, onItsOwn bool) {
 	p.mu.Lock()
 	if p.sessions[s.key] == s {
@@ -150,16 +150,23 @@ func (p *pool) sessionEnded(s *session, reason string, onItsOwn bool) {
 	}
 	if onItsOwn || s.startErr != nil {
 		p.lastError[s.spec.Name] = reason
-		p.lastTail[s.spec.Name] = s.stderrTail(5)
+		p.lastTail[s.spec.Name] = s.stderrTail(stderrBlockLines)
 	}
+	p.mu.Unlock()
+}
+
+// closeHolders tells every tab holding s that it ended on its own, why
+// (tools:closed). Called by run before it answers the session's calls.
+func (p *pool) closeHolders(s *session, reason string) {
+	p.mu.Lock()
+	// A tab told may connect again at once: it must get a new session,
+	// not this one (see acquire), whatever the idle grace.
+	s.stopping = true
 	holders := make([]*tab, 0, len(s.holders))
 	for t := range s.holders {
 		holders = append(holders, t)
 	}
 	p.mu.Unlock()
-	if !onItsOwn {
-		return
-	}
 	for _, t := range holders {
 		t.sessionClosed(s, reason)
 	}
@@ -191,12 +198,12 @@ func (p *pool) views(specs []ServerSpec) []*serverView {
 			v.Tabs = len(s.holders)
 			switch v.State {
 			case stateStarting:
-				v.Stderr = s.stderrTail(5)
+				v.Stderr = s.stderrTail(stderrBlockLines)
 			case stateFailed:
 				// The session failed and run has not yet handed the failure
 				// to sessionEnded: report it from the session itself.
 				v.LastError = s.failure()
-				v.Stderr = s.stderrTail(5)
+				v.Stderr = s.stderrTail(stderrBlockLines)
 			}
 		}
 		if (v.State == stateStopped || v.State == stateFailed) && v.LastError == "" {

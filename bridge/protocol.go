@@ -75,6 +75,9 @@ type protoError struct {
 	Limit   int64           `json:"limit,omitempty"`
 	Size    int64           `json:"size,omitempty"`
 	Detail  json.RawMessage `json:"detail,omitempty"`
+	// Stderr is the server's latest stderr lines when its start failed
+	// (session.stderrTail).
+	Stderr []string `json:"stderr,omitempty"`
 }
 
 func (e *protoError) Error() string { return e.Code + ": " + e.Message }

@@ -20,6 +20,7 @@ import (
 // answers both forms:
 //
 //	socket:     /builder-tools/ws             {base}megane/builder-tools/ws
+//	metrics:    /builder-tools/metrics        {base}megane/builder-tools/metrics
 //	page:       /builder-tools/…              {base}megane/builder-tools/…
 //	readiness:  /  {base}  {base}megane/
 //
@@ -34,6 +35,7 @@ const (
 	routePage               // the status page; prefix is stripped before its handler
 	routeAddSlash           // a page prefix without its trailing slash: redirect
 	routeReady              // jupyter-server-proxy's readiness probe
+	routeMetrics            // the Prometheus metrics
 )
 
 // notFoundLines bounds the log lines for unserved paths: at most this many
@@ -48,6 +50,7 @@ const (
 // read-only after newRoutes.
 type routes struct {
 	ws    [2]string // stripped, absolute
+	mx    [2]string // stripped, absolute: the metrics
 	page  [2]string // stripped, absolute; each ends in "/"
 	ready [3]string
 	log   *slog.Logger
@@ -67,6 +70,7 @@ func newRoutes(base string, log *slog.Logger) *routes {
 	}
 	return &routes{
 		ws:     [2]string{"/builder-tools/ws", base + "megane/builder-tools/ws"},
+		mx:     [2]string{"/builder-tools/metrics", base + "megane/builder-tools/metrics"},
 		page:   [2]string{"/builder-tools/", base + "megane/builder-tools/"},
 		ready:  [3]string{"/", base, base + "megane/"},
 		log:    log,
@@ -79,6 +83,8 @@ func (rt *routes) match(path string) (routeKind, string) {
 	switch {
 	case path == rt.ws[0] || path == rt.ws[1]:
 		return routeSocket, ""
+	case path == rt.mx[0] || path == rt.mx[1]:
+		return routeMetrics, ""
 	case path == rt.ready[0] || path == rt.ready[1] || path == rt.ready[2]:
 		return routeReady, ""
 	}
@@ -136,13 +142,15 @@ func (b *Bridge) Paths() (ws []string, page []string) {
 	return b.routes.ws[:], b.routes.page[:]
 }
 
-// ServeHTTP answers the readiness probe, the socket and the status page,
+// ServeHTTP answers the readiness probe, the socket, the metrics and the status page,
 // at the paths of Paths; anything else is 404.
 func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	kind, prefix := b.routes.match(r.URL.Path)
 	switch {
 	case kind == routeSocket:
 		b.serveSocket(w, r)
+	case kind == routeMetrics:
+		b.serveMetrics(w, r)
 	case kind == routePage && b.opts.Page != nil:
 		if _, refusal := b.opts.Gate.Admit(r.Context(), r); refusal != nil {
 			status := refusal.HTTPStatus

@@ -13,12 +13,15 @@ import (
 // what the bridge is doing with it now.
 type serverView struct {
 	ServerDescription
-	State     string   `json:"state"`
-	Connected bool     `json:"connected"`
-	Tabs      int      `json:"tabs"`
-	Calls     int      `json:"calls"`
-	LastError string   `json:"lastError,omitempty"`
-	Stderr    []string `json:"stderr,omitempty"` // the latest stderr lines, while starting or after a failure
+	State     string `json:"state"`
+	Connected bool   `json:"connected"`
+	Tabs      int    `json:"tabs"`
+	Calls     int    `json:"calls"`
+	// Totals are the server's call counters since the bridge started,
+	// the metrics' own (Bridge.ServerCounters); only in tools:servers.
+	Totals    *ServerCounters `json:"totals,omitempty"`
+	LastError string          `json:"lastError,omitempty"`
+	Stderr    []string        `json:"stderr,omitempty"` // the latest stderr lines, while starting or after a failure
 }
 
 func viewOf(spec ServerSpec) *serverView {
@@ -52,10 +55,13 @@ func (t *tab) serversReply(m pageMessage) []byte {
 			views[i].Connected = true
 		}
 	}
+	totals := t.b.ServerCounters()
 	for _, v := range views {
 		if s := t.b.pool.get(v.Name + "\x00" + v.Fingerprint); s != nil {
 			v.Calls = s.callCount()
 		}
+		c := totals[v.Name]
+		v.Totals = &c
 	}
 	problems := snap.Problems
 	if problems == nil {

@@ -15,7 +15,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/megane-labs/megane-jupyter-bridge/child"
 	"github.com/megane-labs/megane-jupyter-bridge/stdio"
@@ -55,6 +57,10 @@ type session struct {
 	stopOnce sync.Once
 	cancel   context.CancelFunc // stops run; set at creation
 
+	heardAt atomic.Int64  // unix nanoseconds when the server last sent anything (liveness)
+	gone    chan string   // buffered(1): why the server is gone (liveness); read by run
+	told    chan struct{} // closed by run once the session ended and its tabs were told
+
 	mu       sync.Mutex
 	listing  *listing                  // guarded by mu; nil until started
 	watchers map[int]func(line string) // guarded by mu; connects waiting for the start
@@ -93,7 +99,10 @@ func newSession(b *Bridge, spec ServerSpec) *session {
 		calls:    map[string]*call{},
 		holders:  map[*tab]int{},
 		relist:   make(chan struct{}, 1),
+		gone:     make(chan string, 1),
+		told:     make(chan struct{}),
 	}
+	s.markHeard()
 	s.tap = newTap(s.routeProgress)
 	return s
 }
@@ -168,18 +177,61 @@ func (s *session) onStderr(line string) {
 	}
 }
 
-// stderrTail returns up to n of the latest non-blank stderr lines.
+// The stderr block quoted to a page (a start's progress, its failure,
+// tools:servers): the latest lines, at most this many, each cut to
+// stderrLineBytes, and together within stderrBlockBytes (the oldest go
+// first). A server's log wrapped at 80 columns (mcp 1.29.0's) is then read
+// as the lines it wrote, not a fragment of one.
+const (
+	stderrBlockLines = 5
+	stderrLineBytes  = 240
+	stderrBlockBytes = 1024
+)
+
+// stderrTail returns up to n of the latest non-blank stderr lines, without
+// control characters, each at most stderrLineBytes and together at most
+// stderrBlockBytes.
 func (s *session) stderrTail(n int) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
+	total := 0
 	for i := len(s.stderr) - 1; i >= 0 && len(out) < n; i-- {
-		if strings.TrimSpace(s.stderr[i]) != "" {
-			out = append(out, s.stderr[i])
+		line := cleanLine(s.stderr[i], stderrLineBytes)
+		if line == "" {
+			continue
 		}
+		if total+len(line) > stderrBlockBytes {
+			break
+		}
+		total += len(line)
+		out = append(out, line)
 	}
 	slices.Reverse(out)
 	return out
+}
+
+// cleanLine is line without control characters (escape sequences of a
+// coloured log keep their printable rest), trimmed, and cut on a character
+// boundary to at most max bytes, "…" included.
+func cleanLine(line string, max int) string {
+	line = strings.TrimSpace(strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t':
+			return ' '
+		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0:
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(line, "\uFFFD")))
+	if len(line) > max {
+		cut := max - len("…")
+		for cut > 0 && !utf8.RuneStart(line[cut]) {
+			cut--
+		}
+		line = line[:cut] + "…"
+	}
+	return line
 }
 
 func (s *session) lastStderr() string {
@@ -202,6 +254,7 @@ func (s *session) run(ctx context.Context) {
 	defer close(s.done)
 	log := s.b.log.With("server", s.spec.Name)
 	started := time.Now()
+	s.b.metrics.sessionStarted(s.spec.Name)
 	conn, err := s.start(ctx)
 	if err == nil {
 		err = s.refreshListing(ctx)
@@ -218,7 +271,11 @@ func (s *session) run(ctx context.Context) {
 		s.ended = true
 		s.mu.Unlock()
 		close(s.ready)
+		close(s.told)
 		log.Warn("server failed to start", "error", s.startErr.Error(), "elapsed", time.Since(started).Round(time.Millisecond))
+		if !errors.Is(err, errStopped) {
+			s.b.metrics.sessionFailed(s.spec.Name)
+		}
 		s.b.pool.sessionEnded(s, s.startErr.Error(), false)
 		return
 	}
@@ -228,6 +285,12 @@ func (s *session) run(ctx context.Context) {
 
 	waitErr := make(chan error, 1)
 	go func() { waitErr <- s.cs.Wait() }()
+	lctx, stopLiveness := context.WithCancel(ctx)
+	livenessDone := make(chan struct{})
+	go func() {
+		defer close(livenessDone)
+		s.watchLiveness(lctx)
+	}()
 	var reason string
 	onItsOwn := false
 loop:
@@ -241,11 +304,17 @@ loop:
 			onItsOwn = true
 			reason = s.describe(err).Error()
 			break loop
+		case why := <-s.gone:
+			onItsOwn = true
+			reason = why
+			break loop
 		case <-ctx.Done():
 			reason = "stopped"
 			break loop
 		}
 	}
+	stopLiveness()
+	<-livenessDone
 	s.mu.Lock()
 	s.ended = true
 	if onItsOwn {
@@ -256,11 +325,16 @@ loop:
 		calls = append(calls, c)
 	}
 	s.mu.Unlock()
-	for _, c := range calls {
-		c.finish(nil, errorf(CodeServerFailed, "%s", reason))
-	}
 	if onItsOwn {
 		log.Warn("server session ended", "reason", reason)
+		s.b.metrics.sessionFailed(s.spec.Name)
+		// Every tab holding the session hears of its end before anything
+		// else about it (its calls' answers below included).
+		s.b.pool.closeHolders(s, reason)
+	}
+	close(s.told)
+	for _, c := range calls {
+		c.finish(nil, errorf(CodeServerFailed, "%s", reason))
 	}
 	// Cancel what is in flight before Close: ClientSession.Close waits for them.
 	for _, c := range calls {
@@ -274,6 +348,134 @@ loop:
 }
 
 var errStopped = errors.New("stopped before it was ready")
+
+// markHeard records that the server just sent something.
+func (s *session) markHeard() { s.heardAt.Store(time.Now().UnixNano()) }
+
+// silentFor is how long the server has sent nothing.
+func (s *session) silentFor() time.Duration {
+	return time.Since(time.Unix(0, s.heardAt.Load()))
+}
+
+// declareGone ends the session: the server stopped answering. run reads it.
+func (s *session) declareGone(why string) {
+	select {
+	case s.gone <- why:
+	default: // already declared
+	}
+}
+
+// errConnEnded: a ping found the connection closed; run learns why from
+// go-sdk (Wait), which says it better than the ping could.
+var errConnEnded = errors.New("the connection ended")
+
+// goneFor declares the session gone for err, a ping's failure, unless the
+// connection already ended (run is told that by go-sdk).
+func (s *session) goneFor(err error) {
+	if !errors.Is(err, errConnEnded) {
+		s.declareGone(oneLine(err.Error()))
+	}
+}
+
+// codeRejected is the code of go-sdk's "rejected by transport" error: the
+// message never reached the server (its POST failed), so it is no answer.
+const codeRejected = -32005
+
+// ping asks the server for a ping within Options.LivenessTimeout. Any
+// answer, an error included, shows it is there; nil also when ctx ended
+// (the bridge stopped asking, the server did not stop answering).
+func (s *session) ping(ctx context.Context) error {
+	timeout := s.b.opts.LivenessTimeout
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := s.cs.Ping(pctx, nil)
+	var wire *jsonrpc.Error
+	switch {
+	case err == nil || errors.As(err, &wire) && wire.Code != codeRejected:
+		s.markHeard()
+		return nil
+	case ctx.Err() != nil:
+		return nil
+	case errors.Is(err, mcp.ErrConnectionClosed):
+		return errConnEnded
+	case pctx.Err() != nil:
+		return fmt.Errorf("%s stopped answering: no answer to a ping within %s", s.spec.Name, timeout)
+	}
+	return fmt.Errorf("%s stopped answering: a ping failed: %w", s.spec.Name, err)
+}
+
+// watchLiveness pings a server that has been silent for
+// Options.LivenessInterval while the session has calls in flight, and
+// declares it gone when it does not answer. It wakes when the server will
+// have been silent for an interval (or every interval while no call is in
+// flight), so a server that dies with a call in flight is pinged one
+// interval after its last word. Run by run until ctx ends.
+func (s *session) watchLiveness(ctx context.Context) {
+	interval := s.b.opts.LivenessInterval
+	if interval < 0 {
+		return
+	}
+	wake := time.NewTimer(interval)
+	defer wake.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake.C:
+		}
+		next := interval
+		if s.callCount() > 0 {
+			if silent := s.silentFor(); silent < interval {
+				next = interval - silent
+			} else if err := s.ping(ctx); err != nil {
+				s.goneFor(err)
+				return
+			}
+		}
+		wake.Reset(max(next, time.Millisecond))
+	}
+}
+
+// endedUnder is asked when a call failed without an answer (err): was it
+// because the session ended? The server is pinged (unless the connection
+// is known closed), and if the session ends, the tabs are told before the
+// call is answered: it returns the reason then. A server that answers the
+// ping has only failed this call.
+func (s *session) endedUnder(err error) (why string, ended bool) {
+	if !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, mcp.ErrSessionMissing) {
+		if perr := s.ping(s.b.ctx); perr == nil {
+			select {
+			case <-s.told:
+			default:
+				return "", false
+			}
+		} else {
+			s.goneFor(perr)
+		}
+	}
+	select {
+	case <-s.told:
+	case <-time.After(s.b.opts.LivenessTimeout + time.Second):
+		return "", false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.endedBy, s.endedBy != ""
+}
+
+// alive is the check before a tab joins a running session: a server
+// silent for Options.LivenessInterval is pinged first, and if it does not
+// answer the session is declared gone (false).
+func (s *session) alive(ctx context.Context) bool {
+	if s.b.opts.LivenessInterval < 0 || s.silentFor() < s.b.opts.LivenessInterval {
+		return true
+	}
+	if err := s.ping(ctx); err != nil {
+		s.goneFor(err)
+		return false
+	}
+	return true
+}
 
 // describe turns a session error into one line for the person, with the
 // server's name and its last stderr line.
@@ -352,14 +554,17 @@ func (s *session) startOnce(ctx context.Context) (*startedConn, error) {
 	switch s.spec.Transport {
 	case TransportStdio:
 		st := stdio.NewTransport(stdio.Options{
-			Name:              s.spec.Name,
-			Command:           s.spec.Command,
-			Args:              s.spec.Args,
-			Env:               s.b.childEnv(s.spec.Env),
-			Dir:               s.spec.Cwd,
-			MaxMessageBytes:   s.b.opts.ResultLimit,
-			OnStderrLine:      s.onStderr,
-			FilterIncoming:    s.tap.incomingStdio,
+			Name:            s.spec.Name,
+			Command:         s.spec.Command,
+			Args:            s.spec.Args,
+			Env:             s.b.childEnv(s.spec.Env),
+			Dir:             s.spec.Cwd,
+			MaxMessageBytes: s.b.opts.ResultLimit,
+			OnStderrLine:    s.onStderr,
+			FilterIncoming: func(raw []byte) []byte {
+				s.markHeard()
+				return s.tap.incomingStdio(raw)
+			},
 			OnOutgoing:        s.tap.outgoing,
 			TerminateDuration: s.b.opts.TerminateDuration,
 			KillDuration:      s.b.opts.KillDuration,
@@ -377,9 +582,11 @@ func (s *session) startOnce(ctx context.Context) (*startedConn, error) {
 		// Last-Event-ID, honouring the server's retry), up to MaxRetries
 		// attempts in a row without a new event; zero would mean its
 		// default, so the bridge's "never" (-1) is passed as is.
+		hc := s.b.httpClientFor(s.spec, s.tap, &s.auth, &s.resume, probe)
+		hc.Transport.(*tapRoundTripper).heard = s.markHeard
 		inner = &mcp.StreamableClientTransport{
 			Endpoint:   s.spec.URL,
-			HTTPClient: s.b.httpClientFor(s.spec, s.tap, &s.auth, &s.resume, probe),
+			HTTPClient: hc,
 			MaxRetries: s.b.opts.StreamRetries,
 		}
 	default:
@@ -684,6 +891,9 @@ func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
 	case ctx.Err() != nil:
 		return nil, errorf(CodeCancelled, "the call was cancelled")
 	case err != nil:
+		if why, ended := s.endedUnder(err); ended {
+			return nil, errorf(CodeServerFailed, "%s", why)
+		}
 		return nil, errorf(CodeServerFailed, "%s", s.describe(err).Error())
 	}
 	return nil, errorf(CodeServerFailed, "%s: no result", s.spec.Name)

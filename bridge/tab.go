@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"sync"
 	"time"
 
@@ -49,6 +50,7 @@ type tab struct {
 	shares   map[string]*session // guarded by mu; by server name
 	pending  map[string]*pending // guarded by mu; connects and calls in flight, by id key
 	connects int                 // guarded by mu; the connects in pending (at most Options.MaxPendingConnects)
+	closedBy map[string]string   // guarded by mu; by server name: why the session this tab held ended on its own (nil until one did)
 }
 
 // outMsg is one message queued for a page: its parts concatenated.
@@ -241,6 +243,10 @@ func (t *tab) closeWith(code int, reason string) {
 	t.closeOnce.Do(func() {
 		t.closeCode, t.closeText = code, reason
 		close(t.done)
+		if code != CloseNormal && code != CloseGoingAway {
+			t.b.metrics.refused(code)
+			t.b.audit(auditRecord{Event: auditRefused, User: t.adm.User, Code: strconv.Itoa(code), Tab: t.id})
+		}
 	})
 }
 
@@ -417,6 +423,9 @@ func (t *tab) writeLoop() {
 			err := send(m.parts)
 			t.sent(m.n)
 			t.b.releaseMemory(m.parts)
+			if err == nil {
+				t.b.metrics.pageOut.Add(float64(msgSize(m.parts)))
+			}
 			if err != nil {
 				// A write that stalls past WriteTimeout is a page that
 				// stopped reading in the middle of a frame: no close frame
@@ -495,6 +504,7 @@ func (t *tab) readLoop() {
 			}
 			return
 		}
+		t.b.metrics.pageIn.Add(float64(len(frame)))
 		if time.Since(lastExpire) > time.Second {
 			lastExpire = time.Now()
 			for _, id := range re.expire() {
@@ -559,29 +569,30 @@ func (t *tab) dispatch(m pageMessage) {
 	}
 }
 
-// addPending registers a request in flight; false (and the reply) if its id
-// is already in flight, the tab has too many connects in flight, or the
-// bridge is near its memory ceiling.
-func (t *tab) addPending(m pageMessage, p *pending) bool {
+// addPending registers a request in flight; the error (already sent as
+// the reply) if its id is already in flight, the tab has too many connects
+// in flight, or the bridge is near its memory ceiling.
+func (t *tab) addPending(m pageMessage, p *pending) *protoError {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	refuse := func(perr *protoError) *protoError {
+		t.push(errorReply(m.Type, m.ID, perr))
+		return perr
+	}
 	if _, busy := t.pending[idKey(m.ID)]; busy {
-		t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "id %s is already in flight: each request in flight needs its own id", m.ID)))
-		return false
+		return refuse(errorf(CodeBadRequest, "id %s is already in flight: each request in flight needs its own id", m.ID))
 	}
 	if perr := t.b.memoryRefusal(); perr != nil {
-		t.push(errorReply(m.Type, m.ID, perr))
-		return false
+		return refuse(perr)
 	}
 	if p.connect {
 		if max := t.b.opts.MaxPendingConnects; t.connects >= max {
-			t.push(errorReply(m.Type, m.ID, errorf(CodeBusy, "this tab already has %d connects in flight, the most it may have: retry once one is answered", max)))
-			return false
+			return refuse(errorf(CodeBusy, "this tab already has %d connects in flight, the most it may have: retry once one is answered", max))
 		}
 		t.connects++
 	}
 	t.pending[idKey(m.ID)] = p
-	return true
+	return nil
 }
 
 func (t *tab) removePending(id json.RawMessage, p *pending) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -70,7 +71,18 @@ type AdminSettings struct {
 	OutboundBytes      int64 // [limits] outbound_bytes: bytes queued for one tab
 	OutboundTotal      int64 // [limits] outbound_total: bytes queued for all tabs
 	ChunkMemory        int64 // [limits] chunk_memory: incomplete inbound chunk sequences, all tabs
+	InboundMemory      int64 // [limits] inbound_memory: frames pages are still sending, all tabs
 	MaxPendingConnects int   // [limits] max_pending_connects: connects waiting for a start, per tab
+
+	// MetricsPublicOnLoopback: [metrics] public_on_loopback: serve the
+	// metrics without a credential to a request made directly from this
+	// machine (bridge.Options of the same name). Default false.
+	MetricsPublicOnLoopback bool
+
+	// The audit record (bridge.Options of the same names).
+	AuditFile     string // [audit] file: absolute path of the audit file; empty: the record is only logged
+	AuditMaxBytes int64  // [audit] max_bytes: rotate before the file passes this size
+	AuditKeep     int    // [audit] keep: rotated files kept
 
 	// StripEnv are the variable names (or patterns, "*" standing for any
 	// run of characters: NAME_*, JUPYTER*TOKEN*) removed from
@@ -114,9 +126,11 @@ type adminFile struct {
 }
 
 // adminKeys are the keys a file may set (tables hold the rest).
-var adminTop = []string{"allow_user_servers", "default_server", "strip_env", "strip_env_extra", "limits", "mcp_servers"}
+var adminTop = []string{"allow_user_servers", "default_server", "strip_env", "strip_env_extra", "limits", "metrics", "audit", "mcp_servers"}
+var adminMetrics = []string{"public_on_loopback"}
+var adminAudit = []string{"file", "max_bytes", "keep"}
 var adminLimits = []string{"frame_limit", "inbound_limit", "result_limit", "memory_limit", "call_timeout_max", "init_timeout", "max_calls_per_tab", "max_calls_per_server",
-	"outbound_bytes", "outbound_total", "chunk_memory", "max_pending_connects"}
+	"outbound_bytes", "outbound_total", "chunk_memory", "inbound_memory", "max_pending_connects"}
 
 // readAdminFile decodes one admin file strictly. A syntax error makes the
 // whole file unusable; any other problem drops only its key (or server).
@@ -200,6 +214,19 @@ func parseAdmin(path, text string) (*adminFile, []bridge.Problem) {
 				}
 				af.set["limits."+lk] = true
 			}
+		case "metrics", "audit":
+			tm, ok := v.(map[string]any)
+			if !ok {
+				bad(key, "%s must be a table ([%s])", k, k)
+				continue
+			}
+			for _, tk := range sortedKeys(tm) {
+				if err := af.setPolicy(k, tk, tm[tk]); err != nil {
+					bad([]string{k, tk}, "%s.%s: %v", k, tk, err)
+					continue
+				}
+				af.set[k+"."+tk] = true
+			}
 		case "mcp_servers":
 			sm, ok := v.(map[string]any)
 			if !ok {
@@ -232,7 +259,7 @@ func (af *adminFile) setLimit(k string, v any) error {
 			return fmt.Errorf("at least 64 MiB")
 		}
 		af.a.MemoryLimit = n
-	case "frame_limit", "inbound_limit", "result_limit", "outbound_bytes", "outbound_total", "chunk_memory":
+	case "frame_limit", "inbound_limit", "result_limit", "outbound_bytes", "outbound_total", "chunk_memory", "inbound_memory":
 		n, err := tomlSize(v)
 		if err != nil {
 			return err
@@ -254,6 +281,8 @@ func (af *adminFile) setLimit(k string, v any) error {
 			af.a.OutboundTotal = n
 		case "chunk_memory":
 			af.a.ChunkMemory = n
+		case "inbound_memory":
+			af.a.InboundMemory = n
 		default:
 			af.a.ResultLimit = n
 		}
@@ -282,6 +311,46 @@ func (af *adminFile) setLimit(k string, v any) error {
 		}
 	default:
 		return fmt.Errorf("unknown key: remove it (allowed: %s)", strings.Join(adminLimits, ", "))
+	}
+	return nil
+}
+
+// setPolicy sets one key of the [metrics] or [audit] table.
+func (af *adminFile) setPolicy(table, k string, v any) error {
+	switch table + "." + k {
+	case "metrics.public_on_loopback":
+		b, ok := v.(bool)
+		if !ok {
+			return fmt.Errorf("must be true or false")
+		}
+		af.a.MetricsPublicOnLoopback = b
+	case "audit.file":
+		p, ok := v.(string)
+		if !ok || !filepath.IsAbs(p) {
+			return fmt.Errorf("must be an absolute path (the file the audit record is appended to)")
+		}
+		af.a.AuditFile = filepath.Clean(p)
+	case "audit.max_bytes":
+		n, err := tomlSize(v)
+		if err != nil {
+			return err
+		}
+		if n < 64<<10 {
+			return fmt.Errorf("at least 64 KiB")
+		}
+		af.a.AuditMaxBytes = n
+	case "audit.keep":
+		n, ok := v.(int64)
+		if !ok || n < 1 || n > 1000 {
+			return fmt.Errorf("must be a whole number from 1 to 1000")
+		}
+		af.a.AuditKeep = int(n)
+	default:
+		allowed := adminMetrics
+		if table == "audit" {
+			allowed = adminAudit
+		}
+		return fmt.Errorf("unknown key: remove it (allowed: %s)", strings.Join(allowed, ", "))
 	}
 	return nil
 }
@@ -401,8 +470,23 @@ func mergeAdmin(files []*adminFile) AdminSettings {
 		if s["limits.chunk_memory"] {
 			a.ChunkMemory = f.a.ChunkMemory
 		}
+		if s["limits.inbound_memory"] {
+			a.InboundMemory = f.a.InboundMemory
+		}
 		if s["limits.max_pending_connects"] {
 			a.MaxPendingConnects = f.a.MaxPendingConnects
+		}
+		if s["metrics.public_on_loopback"] {
+			a.MetricsPublicOnLoopback = f.a.MetricsPublicOnLoopback
+		}
+		if s["audit.file"] {
+			a.AuditFile = f.a.AuditFile
+		}
+		if s["audit.max_bytes"] {
+			a.AuditMaxBytes = f.a.AuditMaxBytes
+		}
+		if s["audit.keep"] {
+			a.AuditKeep = f.a.AuditKeep
 		}
 		a.Files = append([]string{f.path}, a.Files...)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -225,6 +226,7 @@ max_calls_per_tab = 4
 outbound_bytes = "300MiB"
 outbound_total = "2GiB"
 chunk_memory = "128MiB"
+inbound_memory = "96MiB"
 max_pending_connects = 2
 frmae_limit = 3
 
@@ -241,7 +243,7 @@ url = "http://example.org/mcp"
 	must(t, err)
 	a := cfg.Admin
 	if a.FrameLimit != 4<<20 || a.ResultLimit != 1<<20 || a.MemoryLimit != 2<<30 || a.InitTimeout != 2*time.Minute || a.CallTimeoutMax != 10*time.Minute || a.MaxCallsPerTab != 4 || a.AllowUserServers ||
-		a.OutboundBytes != 300<<20 || a.OutboundTotal != 2<<30 || a.ChunkMemory != 128<<20 || a.MaxPendingConnects != 2 {
+		a.OutboundBytes != 300<<20 || a.OutboundTotal != 2<<30 || a.ChunkMemory != 128<<20 || a.InboundMemory != 96<<20 || a.MaxPendingConnects != 2 {
 		t.Errorf("admin = %+v", a)
 	}
 	if !a.Strips("JUPYTERHUB_API_TOKEN") || !a.Strips("MY_SECRET") || !a.Strips("CLOUD_KEY") || a.Strips("JUPYTERHUB_USER") {
@@ -256,8 +258,8 @@ url = "http://example.org/mcp"
 	probs := problemsText(cfg.Problems)
 	toml := filepath.Join(s.dir, "etc", AdminFileName)
 	for _, want := range []string{
-		toml + `:15: limits.frmae_limit: unknown key`,
-		toml + `:22: server "broken": url must use https`,
+		toml + `:16: limits.frmae_limit: unknown key`,
+		toml + `:23: server "broken": url must use https`,
 		user + ": MeganeBuilderTools.mcp_servers is ignored: the admin allows only servers from env and system configuration",
 		ignored + ": ignored: admin settings are read only from the env and system config directories",
 	} {
@@ -351,5 +353,51 @@ func TestFingerprint(t *testing.T) {
 	h2 := Fingerprint(bridge.ServerSpec{Transport: bridge.TransportHTTP, URL: "https://x", Headers: map[string]string{"a": "1", "B": "2"}})
 	if h1 != h2 {
 		t.Error("header name case changes the fingerprint")
+	}
+}
+
+// TestAdminMetricsAndAudit: [metrics] and [audit] reach the settings, and a
+// wrong value is reported on its line and ignored, never half-applied.
+func TestAdminMetricsAndAudit(t *testing.T) {
+	logFile := "/var/log/megane/audit.jsonl"
+	if runtime.GOOS == "windows" {
+		logFile = `C:\logs\audit.jsonl`
+	}
+	af, probs := parseAdmin("/etc/jupyter/"+AdminFileName, `[metrics]
+public_on_loopback = true
+
+[audit]
+file = '`+logFile+`'
+max_bytes = "16MiB"
+keep = 5
+`)
+	if len(probs) != 0 {
+		t.Fatalf("problems: %v", probs)
+	}
+	a := mergeAdmin([]*adminFile{af})
+	if !a.MetricsPublicOnLoopback || a.AuditFile != filepath.Clean(logFile) || a.AuditMaxBytes != 16<<20 || a.AuditKeep != 5 {
+		t.Errorf("settings %+v", a)
+	}
+	if d := DefaultAdmin(); d.MetricsPublicOnLoopback || d.AuditFile != "" {
+		t.Errorf("defaults: public_on_loopback %v, audit file %q; want false and none", d.MetricsPublicOnLoopback, d.AuditFile)
+	}
+	af, probs = parseAdmin("/etc/jupyter/"+AdminFileName, `[metrics]
+public_on_loopback = "yes"
+scrape = 1
+
+[audit]
+file = "audit.jsonl"
+keep = 0
+`)
+	a = mergeAdmin([]*adminFile{af})
+	if a.MetricsPublicOnLoopback || a.AuditFile != "" || a.AuditKeep != 0 {
+		t.Errorf("wrong values were applied: %+v", a)
+	}
+	text := problemsText(probs)
+	for _, want := range []string{":2: metrics.public_on_loopback: must be true or false", ":3: metrics.scrape: unknown key",
+		":6: audit.file: must be an absolute path", ":7: audit.keep: must be a whole number"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no problem %q in:\n%s", want, text)
+		}
 	}
 }

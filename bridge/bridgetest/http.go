@@ -34,6 +34,46 @@ type HTTPOptions struct {
 	// FixtureCalls maps a tool name to a call fixture file; the call's result
 	// is the file's "result" value, byte for byte as in the file.
 	FixtureCalls map[string]string
+
+	// The fields below make the server behave like a release of another
+	// SDK (see PythonMCP1 and PythonMCP2 for the official Python SDK's).
+	// Their zero values are the replay server described on HTTPReplay.
+
+	// Stateless issues no Mcp-Session-Id and requires none: every request
+	// stands alone. Modern implies it.
+	Stateless bool
+	// Modern speaks revision 2026-07-28 only: server/discover is answered
+	// with a result naming only that revision (capabilities: tools, no
+	// listChanged), initialize is refused with -32022 and data.supported.
+	Modern bool
+	// DiscoverCode is the JSON-RPC error code answering server/discover
+	// when not Modern. If zero, -32601 (method not found).
+	DiscoverCode int
+	// RefuseNotifications answers every POSTed notification (and response)
+	// with 400 Bad Request, as mcp 2.0.0 does. If false, 202.
+	RefuseNotifications bool
+	// CompleteResults gives every result resultType "complete" and
+	// _meta["io.modelcontextprotocol/serverInfo"], as mcp 2.0.0's carry.
+	CompleteResults bool
+	// EmptyVersion makes serverInfo.version "" (mcp 2.x's default) instead
+	// of Version.
+	EmptyVersion bool
+}
+
+// PythonMCP1 is how the official Python SDK's mcp 1.29.0 (the newest
+// 1.x) behaves over Streamable HTTP: revisions up to 2025-11-25, -32602
+// for server/discover; stateful unless stateless is true.
+func PythonMCP1(stateless bool) HTTPOptions {
+	return HTTPOptions{Name: "python-mcp-1.29.0", Version: "1.29.0", DiscoverCode: -32602, Stateless: stateless}
+}
+
+// PythonMCP2 is how mcp 2.0.0 (the newest 2.x release) behaves over
+// Streamable HTTP: revision 2026-07-28 only (always stateless), 400 for
+// every POSTed notification, an empty serverInfo.version, and results
+// carrying resultType "complete" and the serverInfo in _meta.
+func PythonMCP2() HTTPOptions {
+	return HTTPOptions{Name: "python-mcp-2.0.0", Modern: true, Stateless: true, RefuseNotifications: true,
+		CompleteResults: true, EmptyVersion: true}
 }
 
 // RecordedRequest is one HTTP request the replay server received.
@@ -64,9 +104,10 @@ type HTTPReplay struct {
 	listBody   []byte      // the tools/list result; read-only
 	callBodies map[string][]byte
 
-	mu       sync.Mutex                   // guards everything below
-	sessions map[string]map[string]func() // session id to the cancel funcs of its calls in flight, by request id bytes
-	requests []RecordedRequest
+	mu        sync.Mutex                   // guards everything below
+	sessions  map[string]map[string]func() // session id to the cancel funcs of its calls in flight, by request id bytes ("" for a stateless server)
+	requests  []RecordedRequest
+	cancelled int // calls of slow that stopped because they were cancelled
 }
 
 const builtinHTTPList = `{"tools":[` +
@@ -78,8 +119,14 @@ func NewHTTPReplay(opts HTTPOptions) (*HTTPReplay, error) {
 	if opts.Name == "" {
 		opts.Name = "bridgetest-http"
 	}
-	if opts.Version == "" {
+	if opts.Version == "" && !opts.EmptyVersion {
 		opts.Version = Version
+	}
+	if opts.EmptyVersion {
+		opts.Version = ""
+	}
+	if opts.Modern {
+		opts.Stateless = true
 	}
 	h := &HTTPReplay{opts: opts, listBody: []byte(builtinHTTPList), callBodies: map[string][]byte{}, sessions: map[string]map[string]func(){}}
 	if opts.FixtureList != "" {
@@ -120,6 +167,14 @@ func (h *HTTPReplay) Restart() {
 		}
 	}
 	h.sessions = map[string]map[string]func(){}
+}
+
+// Cancelled is the number of calls of slow that stopped because they were
+// cancelled (notifications/cancelled, or their response stream closed).
+func (h *HTTPReplay) Cancelled() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cancelled
 }
 
 // Requests returns a copy of every request received so far.
@@ -192,6 +247,20 @@ func (h *HTTPReplay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not one JSON-RPC message", http.StatusBadRequest)
 		return
 	}
+	if h.opts.Stateless {
+		sid = ""
+		h.mu.Lock()
+		if h.sessions[""] == nil {
+			h.sessions[""] = map[string]func(){}
+		}
+		h.mu.Unlock()
+	}
+	if m.Method == "initialize" && h.opts.Modern {
+		h.record(r, m.Method, http.StatusOK)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"]}}}`+"\n", m.ID)
+		return
+	}
 	if m.Method == "initialize" {
 		if !m.hasID() {
 			h.record(r, m.Method, http.StatusBadRequest)
@@ -201,7 +270,21 @@ func (h *HTTPReplay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.initialize(w, r, &m)
 		return
 	}
-	if sid == "" {
+	if m.Method == "server/discover" && m.hasID() {
+		h.record(r, m.Method, http.StatusOK)
+		if !h.opts.Modern {
+			code := h.opts.DiscoverCode
+			if code == 0 {
+				code = -32601
+			}
+			writeJSONError(w, m.ID, code, "method not found: server/discover")
+			return
+		}
+		info, _ := json.Marshal(map[string]any{"name": h.opts.Name, "version": h.opts.Version})
+		writeJSONReply(w, m.ID, []byte(`{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":`+string(info)+`}}`))
+		return
+	}
+	if sid == "" && !h.opts.Stateless {
 		h.record(r, m.Method, http.StatusBadRequest)
 		http.Error(w, "missing Mcp-Session-Id", http.StatusBadRequest)
 		return
@@ -212,6 +295,11 @@ func (h *HTTPReplay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !known {
 		h.record(r, m.Method, http.StatusNotFound)
 		http.Error(w, "unknown session", http.StatusNotFound)
+		return
+	}
+	if !m.hasID() && h.opts.RefuseNotifications {
+		h.record(r, m.Method, http.StatusBadRequest)
+		http.Error(w, "Bad Request: notifications are not accepted", http.StatusBadRequest)
 		return
 	}
 	if !m.hasID() { // a notification or a response
@@ -234,9 +322,9 @@ func (h *HTTPReplay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.record(r, m.Method, http.StatusOK)
 	switch m.Method {
 	case "ping":
-		writeJSONReply(w, m.ID, []byte(`{}`))
+		writeJSONReply(w, m.ID, h.complete([]byte(`{}`)))
 	case "tools/list":
-		writeJSONReply(w, m.ID, h.listBody)
+		writeJSONReply(w, m.ID, h.complete(h.listBody))
 	case "tools/call":
 		h.call(w, r, sid, &m)
 	default:
@@ -305,7 +393,7 @@ func (h *HTTPReplay) call(w http.ResponseWriter, r *http.Request, sid string, m 
 		return
 	}
 	if body, ok := h.callBodies[p.Name]; ok {
-		writeJSONReply(w, m.ID, body)
+		writeJSONReply(w, m.ID, h.complete(body))
 		return
 	}
 	switch {
@@ -318,7 +406,7 @@ func (h *HTTPReplay) call(w http.ResponseWriter, r *http.Request, sid string, m 
 		b.WriteString(`{"content":[{"type":"text","text":"echo"}],"structuredContent":{"echo":`)
 		b.Write(args)
 		b.WriteString(`}}`)
-		writeJSONReply(w, m.ID, b.Bytes())
+		writeJSONReply(w, m.ID, h.complete(b.Bytes()))
 	case p.Name == "slow" && h.opts.FixtureList == "":
 		h.slow(w, r, sid, m.ID, p.Arguments, p.Meta.ProgressToken)
 	default:
@@ -363,6 +451,9 @@ func (h *HTTPReplay) slow(w http.ResponseWriter, r *http.Request, sid string, id
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			h.mu.Lock()
+			h.cancelled++
+			h.mu.Unlock()
 			if !sse {
 				// The call was cancelled: answer nothing useful, as a
 				// server that dropped it would.
@@ -378,13 +469,39 @@ func (h *HTTPReplay) slow(w http.ResponseWriter, r *http.Request, sid string, id
 		}
 	}
 	tag, _ := json.Marshal(a.Tag)
-	result := fmt.Sprintf(`{"content":[{"type":"text","text":"slow done"}],"structuredContent":{"tag":%s,"steps":%d}}`, tag, a.Steps)
+	result := string(h.complete([]byte(fmt.Sprintf(`{"content":[{"type":"text","text":"slow done"}],"structuredContent":{"tag":%s,"steps":%d}}`, tag, a.Steps))))
 	if sse {
 		fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}\n\n", id, result)
 		flusher.Flush()
 		return
 	}
 	writeJSONReply(w, id, []byte(result))
+}
+
+// complete returns result with resultType "complete" and the serverInfo in
+// _meta when HTTPOptions.CompleteResults is set (a result that has _meta
+// already keeps it, without the serverInfo), else result as it is.
+func (h *HTTPReplay) complete(result []byte) []byte {
+	return completeResult(h.opts.CompleteResults, h.opts.Name, h.opts.Version, result)
+}
+
+func completeResult(on bool, name, version string, result []byte) []byte {
+	result = bytes.TrimSpace(result)
+	if !on || len(result) < 2 || result[0] != '{' {
+		return result
+	}
+	head := `"resultType":"complete"`
+	if !bytes.Contains(result, []byte(`"_meta"`)) {
+		info, _ := json.Marshal(map[string]string{"name": name, "version": version})
+		head += `,"_meta":{"io.modelcontextprotocol/serverInfo":` + string(info) + `}`
+	}
+	out := make([]byte, 0, len(result)+len(head)+1)
+	out = append(out, '{')
+	out = append(out, head...)
+	if rest := bytes.TrimSpace(result[1:]); len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, result[1:]...)
 }
 
 func acceptsSSE(r *http.Request) bool {

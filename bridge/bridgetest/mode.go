@@ -165,6 +165,67 @@ type Mode struct {
 	// Tools are extra raw tool definitions appended to the listing. A call to
 	// one of them (without a FixtureCalls entry) answers like echo.
 	Tools []json.RawMessage `json:"tools,omitempty"`
+
+	// The fields below make the server behave like a release of another
+	// SDK (PythonMCP1Mode, PythonMCP2Mode); their zero values are the
+	// server described on Serve.
+
+	// Modern speaks revision 2026-07-28 only: server/discover is answered
+	// with a result naming only that revision (capabilities: tools, no
+	// listChanged; serverInfo in _meta), initialize is refused with -32022
+	// and data.supported.
+	Modern bool `json:"modern,omitempty"`
+	// DiscoverCode is the JSON-RPC error code answering server/discover
+	// when not Modern. If zero, -32601 (method not found).
+	DiscoverCode int `json:"discoverCode,omitempty"`
+	// CompleteResults gives every result of ping, tools/list and
+	// tools/call (fixtures, Tools and the built-in tools but big and
+	// atoms, which stream theirs) resultType "complete" and
+	// _meta["io.modelcontextprotocol/serverInfo"], as mcp 2.0.0's carry.
+	CompleteResults bool `json:"completeResults,omitempty"`
+	// EmptyVersion makes serverInfo.version "" (mcp 2.x's default).
+	EmptyVersion bool `json:"emptyVersion,omitempty"`
+}
+
+// PythonMCP1Mode is how the official Python SDK's mcp 1.29.0 (the newest
+// 1.x) behaves over stdio: revisions up to 2025-11-25, -32602 for
+// server/discover, and PythonWarning on stderr at every start.
+func PythonMCP1Mode() Mode {
+	return Mode{Name: "python-mcp-1.29.0", Version: "1.29.0", DiscoverCode: -32602, Stderr: PythonWarning()}
+}
+
+// PythonMCP2Mode is how mcp 2.0.0 (the newest 2.x release) behaves over
+// stdio: revision 2026-07-28 only, an empty serverInfo.version, results
+// carrying resultType "complete" and the serverInfo in _meta.
+func PythonMCP2Mode() Mode {
+	return Mode{Name: "python-mcp-2.0.0", Modern: true, CompleteResults: true, EmptyVersion: true}
+}
+
+// PythonWarning is a validation warning like the one mcp 1.29.0 logs at
+// every start because of server/discover: 262 lines, none longer than 80
+// columns (the SDK wraps its log lines there, so a line is often a
+// fragment of a word), ending in "warnings.warn(".
+func PythonWarning() []string {
+	text := "WARNING Failed to validate request: 1 validation error for ClientRequest " +
+		"root: Input tag 'server/discover' found using 'method' does not match any of the expected tags: " +
+		"'ping', 'initialize', 'completion/complete', 'logging/setLevel', 'prompts/get', 'prompts/list', " +
+		"'resources/list', 'resources/templates/list', 'resources/read', 'resources/subscribe', " +
+		"'resources/unsubscribe', 'tools/call', 'tools/list' [type=union_tag_invalid, input_value=" +
+		"{'method': 'server/discover', 'params': {'_meta': {'io.modelcontextprotocol/protocolVersion': " +
+		"'2026-07-28'}}, 'jsonrpc': '2.0', 'id': 0}, input_type=dict] For further information visit " +
+		"https://errors.pydantic.dev/2.11/v/union_tag_invalid Message was: method='server/discover' " +
+		"params={'_meta': {'io.modelcontextprotocol/protocolVersion': '2026-07-28'}} jsonrpc='2.0' id=0"
+	var out []string
+	for i := 0; len(out) < 258; i++ {
+		line := fmt.Sprintf("  File \"/usr/lib/python3/site-packages/mcp/shared/session.py\", line %d, in _receive_loop: %s", 300+i, text[(i*37)%len(text):])
+		for len(line) > 80 {
+			out = append(out, line[:80])
+			line = line[80:]
+		}
+		out = append(out, line)
+	}
+	out = append(out[:258], "  warnings.warn(", "RuntimeWarning: server/discover is not a known method", "", "INFO     Processing request of type ListToolsRequest")
+	return out
 }
 
 // DefaultJunk returns the junk lines used when Mode.Banner is empty: a

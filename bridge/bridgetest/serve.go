@@ -68,7 +68,7 @@ func serve(ctx context.Context, in io.Reader, out io.Writer, errw io.Writer, mod
 	if mode.Name == "" {
 		mode.Name = "bridgetest"
 	}
-	if mode.Version == "" {
+	if mode.Version == "" && !mode.EmptyVersion {
 		mode.Version = Version
 	}
 	if mode.IgnoreSIGTERM {
@@ -503,6 +503,13 @@ func (s *server) handleLine(line []byte) {
 		if s.mode.HangInit || !m.hasID() {
 			return
 		}
+		if s.mode.Modern {
+			s.response(m.ID, func(w *bufio.Writer) error {
+				_, err := w.WriteString(`"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"]}}`)
+				return err
+			})
+			return
+		}
 		version := protocolVersions[0]
 		for _, v := range protocolVersions {
 			if v == p.ProtocolVersion {
@@ -579,12 +586,19 @@ func (s *server) handleLine(line []byte) {
 			c.cancel()
 		}
 	default:
-		entry.Unknown = true
+		entry.Unknown = !(m.Method == "server/discover" && s.mode.Modern)
 		if m.Method == "server/discover" {
 			entry.Params = m.Params
 		}
 		s.journal.add(entry)
-		if m.hasID() && !s.mode.IgnoreUnknown {
+		switch {
+		case !m.hasID() || s.mode.IgnoreUnknown && entry.Unknown:
+		case m.Method == "server/discover" && s.mode.Modern:
+			info, _ := json.Marshal(map[string]string{"name": s.mode.Name, "version": s.mode.Version})
+			s.replyRaw(m.ID, []byte(`{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":`+string(info)+`}}`))
+		case m.Method == "server/discover" && s.mode.DiscoverCode != 0:
+			s.replyError(m.ID, s.mode.DiscoverCode, "Invalid request parameters")
+		default:
 			s.replyError(m.ID, -32601, "method not found: "+m.Method)
 		}
 	}
@@ -621,8 +635,12 @@ func (s *server) response(id []byte, body func(w *bufio.Writer) error) error {
 	})
 }
 
-// replyRaw sends a result given as JSON bytes, unchanged.
+// replyRaw sends a result given as JSON bytes, unchanged (but for what
+// Mode.CompleteResults adds).
 func (s *server) replyRaw(id, result []byte) {
+	if s.mode.CompleteResults && !bytes.Contains(result, []byte(`"supportedVersions"`)) {
+		result = completeResult(true, s.mode.Name, s.mode.Version, result)
+	}
 	s.response(id, func(w *bufio.Writer) error {
 		w.WriteString(`"result":`)
 		_, err := w.Write(result)

@@ -637,3 +637,60 @@ func FuzzHandleLine(f *testing.F) {
 		}
 	})
 }
+
+// TestPythonModes: the modes that behave like the official Python SDK's
+// releases answer as those releases do. mcp 1.29.0: -32602 for
+// server/discover, initialize at 2025-11-25, and a warning of about 260
+// lines, none over 80 columns, on stderr at start. mcp 2.0.0: a result for
+// server/discover naming 2026-07-28 only with an empty version, -32022
+// for initialize, and results carrying resultType and the serverInfo.
+func TestPythonModes(t *testing.T) {
+	t.Run("mcp 1.29.0", func(t *testing.T) {
+		p := startInProcess(t, PythonMCP1Mode())
+		c := newRaw(t, p.toServer, p.fromServer)
+		c.send(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}`)
+		if m := c.msg(nil); m.Error == nil || m.Error.Code != -32602 {
+			t.Errorf("server/discover answered %+v, want -32602", m)
+		}
+		c.initialize()
+		lines := strings.Split(strings.TrimSuffix(p.stderr.String(), "\n"), "\n")
+		if len(lines) < 250 || len(lines) > 270 {
+			t.Errorf("%d stderr lines, want about 260", len(lines))
+		}
+		for _, l := range lines {
+			if len(l) > 80 {
+				t.Errorf("a stderr line of %d columns: %q", len(l), l)
+				break
+			}
+		}
+	})
+	t.Run("mcp 2.0.0", func(t *testing.T) {
+		p := startInProcess(t, PythonMCP2Mode())
+		c := newRaw(t, p.toServer, p.fromServer)
+		c.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`)
+		if m := c.msg(nil); m.Error == nil || m.Error.Code != -32022 {
+			t.Errorf("initialize answered %+v, want -32022", m)
+		}
+		c.send(`{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{}}`)
+		m := c.msg(nil)
+		var d struct {
+			SupportedVersions []string
+			Meta              map[string]struct{ Name, Version *string } `json:"_meta"`
+		}
+		json.Unmarshal(m.Result, &d)
+		info := d.Meta["io.modelcontextprotocol/serverInfo"]
+		if len(d.SupportedVersions) != 1 || d.SupportedVersions[0] != "2026-07-28" || info.Version == nil || *info.Version != "" {
+			t.Errorf("server/discover answered %s", m.Result)
+		}
+		c.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"a":1}}}`)
+		m = c.msg(nil)
+		var r struct {
+			ResultType string                     `json:"resultType"`
+			Meta       map[string]json.RawMessage `json:"_meta"`
+		}
+		json.Unmarshal(m.Result, &r)
+		if r.ResultType != "complete" || r.Meta["io.modelcontextprotocol/serverInfo"] == nil {
+			t.Errorf("tools/call answered %s", m.Result)
+		}
+	})
+}

@@ -142,7 +142,13 @@ func (s *server) echo(c *callCtx) {
 	}
 	text, _ := json.Marshal("echo " + c.name + ": " + string(args))
 	s.response(c.id, func(w *bufio.Writer) error {
-		w.WriteString(`"result":{"content":[{"type":"text","text":`)
+		w.WriteString(`"result":{`)
+		if s.mode.CompleteResults {
+			head := completeResult(true, s.mode.Name, s.mode.Version, []byte(`{}`))
+			w.Write(head[1 : len(head)-1])
+			w.WriteByte(',')
+		}
+		w.WriteString(`"content":[{"type":"text","text":`)
 		w.Write(text)
 		w.WriteString(`}],"structuredContent":{"echo":`)
 		w.Write(args)

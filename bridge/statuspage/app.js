@@ -298,6 +298,11 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
       const tabs = Number(s.tabs) || 0;
       const calls = Number(s.calls) || 0;
       kv(dl, 'In use', tabs + (tabs === 1 ? ' tab, ' : ' tabs, ') + calls + (calls === 1 ? ' call' : ' calls') + ' in flight');
+      // The bridge's own counters, the ones its metrics report.
+      const tot = s.totals || {};
+      const done = Number(tot.calls) || 0;
+      kv(dl, 'Since the bridge started', done + (done === 1 ? ' call, ' : ' calls, ') + (Number(tot.failures) || 0) + ' failed; ' +
+        byteSize(tot.bytesIn) + ' of arguments sent, ' + byteSize(tot.bytesOut) + ' of results received');
       const conn = state.conns.get(name);
       if (conn && conn.serverInfo) kv(dl, 'Server', str(conn.serverInfo.name) + ' ' + str(conn.serverInfo.version));
       card.append(dl);
@@ -1300,6 +1305,16 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
   // cut shortens a text to MAX_TEXT characters.
   function cut(text) {
     return text.length > MAX_TEXT ? text.slice(0, MAX_TEXT) + '… (' + text.length + ' characters)' : text;
+  }
+
+  // byteSize writes a count of bytes for people: 512 B, 1.5 KiB, 40.2 MiB.
+  function byteSize(v) {
+    let n = Number(v) || 0;
+    if (n < 1024) return n + ' B';
+    const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+    let i = -1;
+    do { n /= 1024; i++; } while (n >= 1024 && i < units.length - 1);
+    return n.toFixed(1) + ' ' + units[i];
   }
 
   function fmt(n) {

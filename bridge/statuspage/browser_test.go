@@ -778,16 +778,19 @@ func TestBrowser(t *testing.T) {
 			} `json:"error"`
 		}
 		var res struct {
-			CallsDuring, Outcome, Message, AtomsAfter string
-			RunEnabled                                bool
-			ElapsedMs                                 float64
-			Call, Cancel, CallReply, CancelReply      *frame
+			CallsDuring, Outcome, Message, AtomsAfter, CountersAfter string
+			RunEnabled                                               bool
+			ElapsedMs                                                float64
+			Call, Cancel, CallReply, CancelReply                     *frame
 			pageHealth
 		}
 		scenario(t, env, "cancel", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/")}, &res)
 		res.check(t)
 		if !strings.Contains(res.CallsDuring, "1 call in flight") {
 			t.Errorf("while running, the card says:\n%s", res.CallsDuring)
+		}
+		if !regexp.MustCompile(`2 calls, 0 failed; [0-9.]+ (B|KiB) of arguments sent, [0-9.]+ (B|KiB|MiB) of results received`).MatchString(res.CountersAfter) {
+			t.Errorf("after a cancelled and a finished call, the card's counters say:\n%s", res.CountersAfter)
 		}
 		if res.Cancel == nil || res.Call == nil || string(res.Cancel.ID) != string(res.Call.ID) {
 			t.Fatalf("tools:cancel %+v for call %+v: want the call's id", res.Cancel, res.Call)

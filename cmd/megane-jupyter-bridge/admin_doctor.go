@@ -408,7 +408,7 @@ func spawnCheck(ctx context.Context, r *report, cfg *jupyter.Config, e bridge.Se
 	var si struct{ Name, Version string }
 	info := ""
 	if json.Unmarshal(p.ServerInfo, &si) == nil && si.Name != "" {
-		info = fmt.Sprintf(" (%s %s)", si.Name, si.Version)
+		info = nameVersion(si.Name, si.Version)
 	}
 	r.add("ok", "server %s%s: MCP %s, initialize %s, tools/list %s, %d tools", e.Name, info, p.ProtocolVersion,
 		p.Initialize.Round(time.Millisecond), p.ListTools.Round(time.Millisecond), p.Tools)

@@ -153,7 +153,17 @@ func checkServer(ctx context.Context, cfg *jupyter.Config, e bridge.ServerSpec, 
 		}
 		builder++
 		fs := &findings{server: e.Name, tool: bt.Name}
-		if bt.Input != nil && bt.Contract == 1 && !hasFail(defs, "§4") {
+		// Every Builder tool is called, whatever its definition's faults,
+		// so that one run names the result's faults too (as
+		// megane-builder-conformance does); only a tool without an object
+		// inputSchema cannot be, since no sample arguments can be made,
+		// nor one of a contract this check does not know.
+		switch {
+		case bt.Contract != 1:
+			fs.add("warn", "§3", "not called: its results would be checked against contract 1, which it does not declare")
+		case bt.Input == nil:
+			fs.add("warn", "§4", "not called: without an object inputSchema no sample arguments can be made, so its results are not checked")
+		default:
 			callChecks(ctx, c, fs, bt)
 		}
 		if !hasFail(defs, "") && !hasFail(fs.list, "") {
@@ -163,7 +173,7 @@ func checkServer(ctx context.Context, cfg *jupyter.Config, e bridge.ServerSpec, 
 	}
 	info := ""
 	if ir := cs.InitializeResult(); ir != nil && ir.ServerInfo != nil {
-		info = fmt.Sprintf(" (%s %s)", ir.ServerInfo.Name, ir.ServerInfo.Version)
+		info = nameVersion(ir.ServerInfo.Name, ir.ServerInfo.Version)
 	}
 	level := "ok"
 	if builder == 0 {
@@ -404,4 +414,18 @@ func waterDocument() map[string]any {
 		"cell":      []any{20.0, 0.0, 0.0, 0.0, 20.0, 0.0, 0.0, 0.0, 20.0},
 		"bonds":     []any{[]any{0, 1}, []any{0, 2}},
 	}
+}
+
+// nameVersion is how check and doctor name a server after its entry:
+// " (name version)", " (name)" when it gives no version (mcp 2.x's
+// default), and "" when it gives no name.
+func nameVersion(name, version string) string {
+	name, version = strings.TrimSpace(name), strings.TrimSpace(version)
+	switch {
+	case name == "":
+		return ""
+	case version == "":
+		return " (" + name + ")"
+	}
+	return " (" + name + " " + version + ")"
 }

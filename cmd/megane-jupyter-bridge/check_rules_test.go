@@ -346,3 +346,44 @@ func TestCheckHTTPServer(t *testing.T) {
 		t.Fatalf("exit error %v, output:\n%s", err, out)
 	}
 }
+
+// TestCheckReportsEveryFault (issue 26.7): a tool whose definition fails
+// (no outputSchema, stochastic without a seed) is still called, so that
+// one run also names what is wrong with its result (6 positions for 3
+// atoms, a bond to an atom that is not there), as megane-builder-conformance
+// does. Before, check stopped at the definition and the result's faults
+// waited for the next run.
+func TestCheckReportsEveryFault(t *testing.T) {
+	spec := contractkit.Spec{
+		Tool: kitTool(t, func(tl, _, p map[string]any) {
+			delete(tl, "outputSchema")
+			delete(p, "seed")
+			in := tl["inputSchema"].(map[string]any)
+			in["required"] = []any{"count"}
+		}),
+		Result: kitResult(t, func(_, st map[string]any) {
+			st["positions"] = []any{0, 0, 0, 3, 0, 0}
+			st["bonds"] = []any{[]any{0, 5, 1}}
+		}),
+	}
+	got, err := runKitCheck(t, spec)
+	if err == nil {
+		t.Error("check exited 0 on a failing tool")
+	}
+	for _, want := range []struct{ sect, msg string }{
+		{"§5", "no outputSchema"},
+		{"§4.4", "stochastic tool has no seed input"},
+		{"§5", "positions"},
+		{"§5", "bond"},
+	} {
+		found := false
+		for _, f := range got {
+			if f.Level == "fail" && strings.HasPrefix(f.Section, want.sect) && strings.Contains(f.Message, want.msg) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no fail %q (%s) among:\n%s", want.msg, want.sect, findingLines(got))
+		}
+	}
+}

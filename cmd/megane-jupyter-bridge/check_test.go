@@ -175,6 +175,14 @@ func TestCheckServers(t *testing.T) {
 			t.Fatalf("check on the demo server: %v\n%s", err, out)
 		}
 	})
+	t.Run("a server that gives no version", func(t *testing.T) {
+		// mcp 2.x's default serverInfo.version is empty.
+		t.Setenv(bridgetest.EnvVar, strings.TrimPrefix(bridgetest.PythonMCP2Mode().Env(), bridgetest.EnvVar+"="))
+		out, _, _ := runCLI(t, "check", "--", exe, "-test.run=^$")
+		if !strings.Contains(out, "(python-mcp-2.0.0)") || strings.Contains(out, "(python-mcp-2.0.0 )") {
+			t.Fatalf("check names a server without a version as %q, want \"(python-mcp-2.0.0)\":\n%s", "(python-mcp-2.0.0 )", out)
+		}
+	})
 	t.Run("recorded reference tools", func(t *testing.T) {
 		list := filepath.Join("..", "..", "..", "shared", "fixtures", "megane-reference", "tools-list.json")
 		data, err := os.ReadFile(list)

@@ -153,10 +153,16 @@ func bridgeOptions(admin jupyter.AdminSettings) bridge.Options {
 		OutboundBytes:      admin.OutboundBytes,
 		OutboundTotal:      admin.OutboundTotal,
 		ChunkMemory:        admin.ChunkMemory,
+		InboundMemory:      admin.InboundMemory,
 		MaxPendingConnects: admin.MaxPendingConnects,
 		InitTimeout:        admin.InitTimeout,
 		CallTimeoutMax:     admin.CallTimeoutMax,
 		StripEnv:           admin.StripEnv,
+
+		MetricsPublicOnLoopback: admin.MetricsPublicOnLoopback,
+		AuditFile:               admin.AuditFile,
+		AuditMaxBytes:           admin.AuditMaxBytes,
+		AuditKeep:               admin.AuditKeep,
 	}
 }
 

@@ -28,6 +28,11 @@ func TestBridgeOptionsCarryEveryAdminLimit(t *testing.T) {
 			if f.Type().Elem().Kind() == reflect.String {
 				f.Set(reflect.ValueOf([]string{"X_" + av.Type().Field(i).Name}))
 			}
+		case reflect.Bool:
+			// Every bool set, so that one forgotten reaches the bridge as false.
+			f.SetBool(true)
+		case reflect.String:
+			f.SetString("/x/" + av.Type().Field(i).Name)
 		}
 	}
 	opts := bridgeOptions(admin)
@@ -44,7 +49,7 @@ func TestBridgeOptionsCarryEveryAdminLimit(t *testing.T) {
 			t.Errorf("admin %s = %v reaches the bridge as %v", name, av.Field(i).Interface(), of.Interface())
 		}
 	}
-	if carried < 13 {
+	if carried < 18 {
 		t.Errorf("only %d admin settings share a name with bridge.Options; the test no longer sees them", carried)
 	}
 }

@@ -48,9 +48,9 @@ const (
 	// RequiresDist is the one runtime requirement: what starts the bridge.
 	RequiresDist   = "jupyter-server-proxy>=4"
 	RequiresPython = ">=3.8"
-	// License names the bridge's licence in the metadata. The repository
-	// has no licence file yet: whoever publishes the wheels decides it.
-	License = "LicenseRef-megane-labs-unreleased"
+	// License is the bridge's licence as an SPDX expression (the
+	// repository's LICENSE; METADATA's License-Expression, PEP 639).
+	License = "MIT"
 	Summary = "Relays MCP tool servers to JupyterLab's Megane Builder over one WebSocket, started by jupyter-server-proxy"
 )
 
@@ -82,6 +82,10 @@ type Options struct {
 	// Dir is the directory the wheel is written into (made if missing);
 	// "" means the current directory.
 	Dir string
+	// LicenseText is the licence file put in the wheel
+	// (*.dist-info/licenses/LICENSE, named by METADATA's License-File).
+	// Required: a wheel without its licence may not be published.
+	LicenseText []byte
 	// Logger receives one info record per wheel written. Nil discards.
 	Logger *slog.Logger
 }
@@ -96,6 +100,9 @@ func Write(opts Options) (string, error) {
 	}
 	if !version.MatchString(opts.Version) {
 		return "", fmt.Errorf("version %q is not a canonical PEP 440 version (such as 0.1.0); change the version constant in cmd/megane-jupyter-bridge/main.go", opts.Version)
+	}
+	if len(opts.LicenseText) == 0 {
+		return "", errors.New("no licence text: pass the repository's LICENSE (Options.LicenseText)")
 	}
 	bin, err := os.ReadFile(opts.Binary)
 	if err != nil {
@@ -135,6 +142,7 @@ func Write(opts Options) (string, error) {
 		file{distInfo + "/METADATA", metadata(opts.Version), 0o644},
 		file{distInfo + "/WHEEL", wheelFile(opts.Version, tags), 0o644},
 		file{distInfo + "/entry_points.txt", entryPoints(), 0o644},
+		file{distInfo + "/licenses/LICENSE", opts.LicenseText, 0o644},
 	)
 
 	name := fmt.Sprintf("%s-%s-py3-none-%s.whl", Package, opts.Version, strings.Join(tags, "."))
@@ -189,7 +197,7 @@ func digest(data []byte) string {
 
 func metadata(v string) []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: %s\nLicense: %s\n", Name, v, Summary, License)
+	fmt.Fprintf(&b, "Metadata-Version: 2.4\nName: %s\nVersion: %s\nSummary: %s\nLicense-Expression: %s\nLicense-File: LICENSE\n", Name, v, Summary, License)
 	b.WriteString("Classifier: Framework :: Jupyter\nClassifier: Programming Language :: Go\n")
 	fmt.Fprintf(&b, "Requires-Python: %s\nRequires-Dist: %s\nDescription-Content-Type: text/plain\n\n", RequiresPython, RequiresDist)
 	fmt.Fprintf(&b, "The megane-jupyter-bridge binary, registered with jupyter-server-proxy through its\n"+

@@ -97,10 +97,14 @@ func TestTags(t *testing.T) {
 func TestWriteVerify(t *testing.T) {
 	bin := buildTiny(t, "linux/amd64")
 	dir := t.TempDir()
-	if _, err := Write(Options{Version: "0.1.0-dev", Platform: "linux/amd64", Binary: bin, Dir: dir}); err == nil || !strings.Contains(err.Error(), "PEP 440") {
+	licence := []byte("MIT License\n\nCopyright (c) 2026 The megane-jupyter-bridge authors\n")
+	if _, err := Write(Options{Version: "0.1.0-dev", Platform: "linux/amd64", Binary: bin, Dir: dir, LicenseText: licence}); err == nil || !strings.Contains(err.Error(), "PEP 440") {
 		t.Errorf("version 0.1.0-dev: %v, want a PEP 440 refusal", err)
 	}
-	path, err := Write(Options{Version: "1.2.3rc1", Platform: "linux/amd64", Binary: bin, Dir: dir})
+	if _, err := Write(Options{Version: "1.2.3", Platform: "linux/amd64", Binary: bin, Dir: dir}); err == nil || !strings.Contains(err.Error(), "licence") {
+		t.Errorf("no licence text: %v, want a refusal", err)
+	}
+	path, err := Write(Options{Version: "1.2.3rc1", Platform: "linux/amd64", Binary: bin, Dir: dir, LicenseText: licence})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +116,15 @@ func TestWriteVerify(t *testing.T) {
 		!strings.Contains(info.EntryPoints, "[jupyter_serverproxy_servers]\nmegane = megane_jupyter_bridge:setup_megane\n") {
 		t.Fatalf("wheel read back: %+v", info)
 	}
+	if info.Metadata["License-Expression"] != "MIT" || info.Metadata["License-File"] != "LICENSE" || info.Metadata["Metadata-Version"] != "2.4" {
+		t.Errorf("licence metadata: %v, want Metadata-Version 2.4, License-Expression MIT, License-File LICENSE", info.Metadata)
+	}
+	if _, ok := info.Files["megane_jupyter_bridge-1.2.3rc1.dist-info/licenses/LICENSE"]; !ok {
+		t.Errorf("the wheel has no dist-info/licenses/LICENSE: %v", info.Files)
+	}
 	// The same inputs give the same bytes.
 	first, _ := os.ReadFile(path)
-	if again, err := Write(Options{Version: "1.2.3rc1", Platform: "linux/amd64", Binary: bin, Dir: t.TempDir()}); err != nil {
+	if again, err := Write(Options{Version: "1.2.3rc1", Platform: "linux/amd64", Binary: bin, Dir: t.TempDir(), LicenseText: licence}); err != nil {
 		t.Fatal(err)
 	} else if second, _ := os.ReadFile(again); !bytes.Equal(first, second) {
 		t.Errorf("two builds of the same wheel differ")

@@ -45,8 +45,13 @@ lib.main(async (track) => {
     const dt = [...document.querySelectorAll('#result-summary dt')].find((d) => d.textContent === 'Atoms');
     return dt ? dt.nextElementSibling.textContent : '';
   });
+  // The card counts both calls since the bridge started (the cancelled one
+  // is no failure), and their bytes.
+  await page.click('#refresh');
+  await page.waitForFunction((sel) => /2 calls, 0 failed/.test(document.querySelector(sel).innerText), lib.card('demo-tools'));
+  const countersAfter = await page.locator(lib.card('demo-tools')).innerText();
   return {
-    callsDuring, outcome, message, runEnabled, elapsedMs, call, cancel, callReply, cancelReply, atomsAfter,
+    callsDuring, outcome, message, runEnabled, elapsedMs, call, cancel, callReply, cancelReply, atomsAfter, countersAfter,
     consoleErrors: rec.consoleErrors, pageErrors: rec.pageErrors,
   };
 });

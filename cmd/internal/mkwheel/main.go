@@ -66,6 +66,10 @@ func run(ctx context.Context, out string, platforms []string, log *slog.Logger) 
 	if err != nil {
 		return err
 	}
+	licence, err := os.ReadFile("LICENSE")
+	if err != nil {
+		return fmt.Errorf("the wheels carry the repository's LICENSE: run from the repository's root: %w", err)
+	}
 	var failed []string
 	for _, p := range platforms {
 		bin := hostBin
@@ -76,7 +80,7 @@ func run(ctx context.Context, out string, platforms []string, log *slog.Logger) 
 				continue
 			}
 		}
-		path, err := wheel.Write(wheel.Options{Version: version, Platform: p, Binary: bin, Dir: out, Logger: log})
+		path, err := wheel.Write(wheel.Options{Version: version, Platform: p, Binary: bin, Dir: out, LicenseText: licence, Logger: log})
 		if err != nil {
 			log.Error("wheel not written", "platform", p, "error", err)
 			failed = append(failed, p)
