@@ -14,7 +14,11 @@ DIR=${1:-${MEGANE_TRIXIE:-/var/cache/megane-trixie}}
 # jupyterhub depends on node-configurable-http-proxy (and nodejs) in trixie.
 # wine64 (10.0) runs the Windows test binaries (issue 14): bookworm's wine 8.0
 # lacks bcryptprimitives.dll, which Go's Windows runtime needs.
-PKGS="python3-jupyter-server jupyterhub wine64"
+# python3-aiohttp is what the real jupyter-server-proxy 4.4 needs besides
+# jupyter_server (issue 24: the tests copy it and simpervisor from
+# ../shared/vendor, which no registry here carries); python3-venv gives the
+# venv and pip the Hub test installs the bridge's wheel with.
+PKGS="python3-jupyter-server jupyterhub wine64 python3-aiohttp python3-venv"
 STAMP="$DIR/.megane-trixie-ready"
 WANT="trixie: $PKGS"
 

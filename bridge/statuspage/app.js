@@ -125,12 +125,17 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
 
   // ---- socket --------------------------------------------------------------
 
+  // The socket beside this page, without the page's ?token= (standalone
+  // mode): the client module sends that only if the cookie is refused,
+  // because jupyter-server-proxy logs a socket's query in clear.
   function socketURL() {
     const u = new URL('ws' + location.search, location.href);
     u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
     u.hash = '';
+    u.searchParams.delete('token');
     return u.href;
   }
+  const pageToken = new URLSearchParams(location.search).get('token') || undefined;
 
   function setSocketState(text, cls) {
     const s = byId('socket-state');
@@ -1736,7 +1741,7 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
   // ---- start -----------------------------------------------------------------
 
   function start() {
-    state.client = client.createBridge(socketURL(), { onStatus, onServerClosed: onClosed });
+    state.client = client.createBridge(socketURL(), { token: pageToken, onStatus, onServerClosed: onClosed });
     byId('reconnect').onclick = openSocket;
     byId('refresh').onclick = refreshServers;
     byId('runner-server').onchange = () => renderRunner();

@@ -5,6 +5,7 @@
 // TextEncoder, URL), so that it runs unchanged in browsers and in Node >= 22.
 //
 //   const bridge = await connectBridge(wsUrl, { token, parseTools, parseResult });
+//   (token: sent only if the browser's cookie is refused; see auth below)
 //   const servers = await bridge.servers();
 //   const conn = await bridge.connect(name, { confirm: async (server) => true });
 //   const outcome = await conn.call(tool, args, { onProgress, signal, timeoutMs });
@@ -40,6 +41,10 @@ export const CLOSE_REASONS = Object.freeze({
 
 // Close codes that retrying cannot fix.
 const PERMANENT = new Set([4400, 4401, 4403]);
+
+// Close codes of a socket refused for its credentials: Jupyter refuses the
+// upgrade with HTTP 403 (the page sees 1006), the bridge closes with 4401.
+const REFUSED = new Set([1006, 4401]);
 
 const APPROVAL_PREFIX = 'megane-builder-tools.approval.'; // + fingerprint
 const FRAME_BUDGET = 4 << 20; // bytes: larger messages go as tools:chunk frames
@@ -161,7 +166,21 @@ class Bridge {
       throw new BridgeError('This environment has no WebSocket (use a browser or Node 22 or newer).', { code: 'unsupported' });
     }
     this._WS = o.WebSocket || globalThis.WebSocket;
-    this._url = socketURL(wsUrl, o.token);
+    // Credentials: the browser's cookie (Jupyter's login, the Hub's
+    // jupyterhub-user-<name>) goes with every socket and appears in no log;
+    // a token can only go in the URL's query, which jupyter-server-proxy
+    // logs in clear. So with auth 'auto' (the default) a socket is opened
+    // without the token first, and with it only if that one is refused;
+    // once the token was needed, this object's later sockets use it.
+    // 'cookie' never sends the token, 'token' always does.
+    this._auth = o.auth || 'auto';
+    if (!['auto', 'cookie', 'token'].includes(this._auth)) {
+      throw new BridgeError("auth must be 'auto', 'cookie' or 'token', not " + JSON.stringify(o.auth) + '.', { code: 'bad-option' });
+    }
+    this._cookieURL = socketURL(wsUrl, '');
+    this._tokenURL = o.token && this._auth !== 'cookie' ? socketURL(wsUrl, o.token) : null;
+    this._needToken = this._auth === 'token' && this._tokenURL !== null;
+    this.authenticatedBy = ''; // 'cookie' (no token in the URL) or 'token', once a socket opened
     this._parseTools = o.parseTools || ((x) => x);
     this._parseResult = o.parseResult || ((x) => x);
     this._approvals = o.approvals || defaultApprovals();
@@ -203,7 +222,7 @@ class Bridge {
     let delay = this._backoff.initialMs;
     for (let attempt = 1; ; attempt++) {
       try {
-        await this._openOnce();
+        await this._openAuthenticated();
         return;
       } catch (e) {
         if (this._closed || attempt >= this._backoff.attempts || PERMANENT.has(e.closeCode)) throw e;
@@ -213,11 +232,24 @@ class Bridge {
     }
   }
 
-  _openOnce() {
+  // _openAuthenticated opens one socket: without the token first (the
+  // cookie), then, if that is refused and there is a token, with it.
+  async _openAuthenticated() {
+    if (this._needToken) return this._openOnce(this._tokenURL, 'token');
+    try {
+      await this._openOnce(this._cookieURL, 'cookie');
+    } catch (e) {
+      if (this._tokenURL === null || this._closed || !REFUSED.has(e.closeCode)) throw e;
+      await this._openOnce(this._tokenURL, 'token');
+      this._needToken = true;
+    }
+  }
+
+  _openOnce(url, by) {
     return new Promise((resolve, reject) => {
       let ws;
       try {
-        ws = new this._WS(this._url);
+        ws = new this._WS(url);
       } catch (e) {
         reject(new BridgeError('Cannot open the bridge socket: ' + (e && e.message ? e.message : e), { code: 'socket-closed' }));
         return;
@@ -238,6 +270,7 @@ class Bridge {
         if (this._ws !== ws || this._gen !== gen) return;
         this._status(reply);
         this._ready = true;
+        this.authenticatedBy = by;
         this.lastError = null;
         settled = true;
         resolve();
@@ -246,8 +279,19 @@ class Bridge {
       ws.onmessage = (ev) => {
         if (this._ws === ws && typeof ev.data === 'string') this._frame(ev.data);
       };
-      ws.onerror = () => {}; // close follows
+      let closed = false;
+      // A refused handshake (Jupyter's 403): browsers fire error, then close
+      // 1006. Node 22's WebSocket fires only the error and stays CONNECTING,
+      // so a socket that never opened is closed here.
+      ws.onerror = () => {
+        if (ws.readyState === 0 || (!settled && !this._ready)) {
+          ws.onclose({ code: 1006, reason: '' });
+          try { ws.close(); } catch (e) { /* already failed */ }
+        }
+      };
       ws.onclose = (ev) => {
+        if (closed) return;
+        closed = true;
         const err = this._closeError(ev.code, ev.reason);
         const wasOpen = this._ready && this._ws === ws;
         this._dropped(ws, err);

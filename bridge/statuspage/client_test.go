@@ -126,7 +126,7 @@ func fakeBridge(t *testing.T) *httptest.Server {
 			}
 			switch m["type"] {
 			case "tools:servers":
-				ws.WriteJSON(map[string]any{"type": m["type"], "id": m["id"], "ok": true, "bridge": map[string]any{"name": "fake", "protocol": 1}, "servers": []any{entry}, "problems": []any{}})
+				ws.WriteJSON(map[string]any{"type": m["type"], "id": m["id"], "ok": true, "bridge": map[string]any{"name": "fake", "protocol": 1, "query": r.URL.RawQuery}, "servers": []any{entry}, "problems": []any{}})
 			case "tools:connect":
 				ws.WriteJSON(map[string]any{"type": m["type"], "id": m["id"], "ok": true, "approval": "x", "serverInfo": map[string]any{"name": "fake"}, "tools": []any{map[string]any{"name": "anything"}}})
 			case "tools:call":
@@ -229,9 +229,12 @@ func TestClientModuleNode(t *testing.T) {
 			Code    int
 			Message string
 		}
-		AskedTotal int
-		Closing    map[string]bridgeErr
-		Midcall    outcome
+		AskedTotal      int
+		Closing         map[string]bridgeErr
+		Midcall         outcome
+		CookieOnly      bridgeErr
+		AuthenticatedBy string
+		Query           map[string]struct{ By, Query string }
 	}
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); runErr != nil || err != nil || res.Error != "" {
 		t.Fatalf("node %s: %v %v %s\nstdout:\n%s\nstderr:\n%s", script, runErr, err, res.Error, stdout.String(), stderr.String())
@@ -329,6 +332,17 @@ func TestClientModuleNode(t *testing.T) {
 		if strconv.Itoa(got.CloseCode) != code || !strings.Contains(got.Message, text) || !strings.Contains(got.Message, "fake reason "+code) {
 			t.Errorf("closing %s: %+v, want it explained (%q) with the bridge's reason", code, got, text)
 		}
+	}
+	// Credentials: the token goes in the URL (which jupyter-server-proxy
+	// logs) only when the cookie is refused.
+	if res.AuthenticatedBy != "token" || res.CookieOnly.CloseCode != 4401 {
+		t.Errorf("standalone: authenticated by %q, want the token after the cookie was refused; auth 'cookie': %+v, want 4401", res.AuthenticatedBy, res.CookieOnly)
+	}
+	if q := res.Query["auto"]; q.By != "cookie" || q.Query != "" {
+		t.Errorf("a bridge that admits the cookie was sent %+v, want no token in the URL", q)
+	}
+	if q := res.Query["token"]; q.By != "token" || q.Query != "token=page-token" {
+		t.Errorf("auth 'token' sent %+v, want the token in the query", q)
 	}
 	if res.Midcall.OK || !strings.Contains(res.Midcall.Error, "(4408)") || !strings.Contains(res.Midcall.Error, "stopped reading") {
 		t.Errorf("a call in flight when the bridge closes with 4408: %+v", res.Midcall)

@@ -3,18 +3,23 @@ package main
 // The bridge where most people meet it: JupyterHub 5.2 (the Debian 13 chroot
 // .ci builds) with configurable-http-proxy, single-user jupyter_server 2.x
 // servers at /user/<name>/, the granular authorizer and scopes of
-// etc/jupyterhub/, and the bridge registered as install writes it, started
-// by the jupyter-server-proxy stand-in inside the user's server. The page is
+// etc/jupyterhub/, and the real jupyter-server-proxy 4.4.0 (from
+// ../shared/vendor) inside the user's server, which starts the bridge from
+// either registration: the wheel pip-installed into the server's Python (its
+// entry point alone), or what install --absolute-url writes. The page is
 // this test, speaking to the Hub's public address only.
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,26 +29,64 @@ import (
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter/jupytertest"
 )
 
 // hubE2EConfig is the test's jupyterhub_config.py: jupytertest's, with
 // the single-user servers reading their users' own configuration (no
-// --config), the jupyter-server-proxy stand-in on PYTHONPATH, and this test
-// binary running as the program when it is started as the bridge
-// (MEGANE_TEST_AS_PROGRAM).
+// --config), the real jupyter-server-proxy on PYTHONPATH, this test binary
+// running as the program when it is started as the bridge
+// (MEGANE_TEST_AS_PROGRAM), and alice's server run by the Python of the venv
+// the bridge's wheel is pip-installed in (as an image that pip installs
+// the wheel into its Jupyter environment).
 const hubE2EConfig = jupytertest.HubTestConfig + `
 c.Spawner.args = ["--allow-root"]
 c.Spawner.environment = {"PYTHONPATH": d + "/pylib", "MEGANE_TEST_AS_PROGRAM": "1"}
+def megane_wheel_venv(spawner):
+    if spawner.user.name == "alice":
+        spawner.cmd = [d + "/venv/bin/python3", "-m", "jupyterhub.singleuser"]
+c.Spawner.pre_spawn_hook = megane_wheel_venv
 `
 
-// TestHubEndToEnd: on JupyterHub 5, alice's server has the registration
-// install writes (absolute_url false) and carol's the other mode; through
-// the Hub's public address, each may use the tools with a browser cookie,
-// a token header or ?token=; a 40 MB result arrives byte-identical to the
-// bridge's own; everyone else is refused, by Jupyter (HTTP 403 before the
-// bridge is involved) or by the bridge (tools:closing, then a close frame
-// whose code jupyter-server-proxy has dropped).
+// inChroot runs args inside root with env and returns the combined output,
+// failing the test if the command fails.
+func inChroot(t *testing.T, root string, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("chroot", append([]string{root}, args...)...)
+	cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}, env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("in %s: %s: %v\n%s", root, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// toolsConfig is a jupyter_server_config.json whose only tool server is a
+// well-behaved bridgetest server run by toolBinary, and no registration.
+func toolsConfig(t testing.TB, toolBinary string) string {
+	t.Helper()
+	b, err := json.MarshalIndent(map[string]any{"MeganeBuilderTools": map[string]any{"mcp_servers": map[string]any{
+		jupyter.DefaultServerName: nil,
+		"bridgetest": map[string]any{"command": toolBinary, "args": []string{"-test.run=^$"},
+			"env": map[string]string{bridgetest.EnvVar: strings.TrimPrefix(bridgetest.Mode{}.Env(), bridgetest.EnvVar+"=")}},
+	}}}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestHubEndToEnd: on JupyterHub 5 with the real jupyter-server-proxy,
+// alice's server finds the bridge only through the entry point of its
+// pip-installed wheel (absolute_url false) and carol's through what
+// install --absolute-url writes; through the Hub's public address, each may
+// use the tools with a browser cookie, a token header or ?token=; a 40 MB
+// result arrives byte-identical to the bridge's own; everyone else is
+// refused, by Jupyter (HTTP 403 before the bridge is involved) or by the
+// bridge (tools:closing, then a close frame whose code jupyter-server-proxy
+// has dropped); and a page that authenticates by cookie leaves no
+// credential in the proxy's log.
 func TestHubEndToEnd(t *testing.T) {
 	root := jupytertest.Trixie(t)
 	exe, err := os.Executable()
@@ -54,10 +97,11 @@ func TestHubEndToEnd(t *testing.T) {
 		name     string
 		absolute bool
 	}{{"alice", false}, {"carol", true}}
+	whl := buildLinuxWheel(t)
 
-	// The Hub's directory: this test binary (the bridge and its tool
-	// server), the stand-in, the example configuration, and each user's
-	// Jupyter configuration, as an image would hold them.
+	// The Hub's directory: this test binary (the bridgetest tool server, and
+	// the program install runs as), the example configuration, and each
+	// user's Jupyter configuration, as an image would hold them.
 	files := map[string]string{}
 	for _, u := range users {
 		files["home/"+u.name+"/.jupyter/jupyter_server_config.py"] = jupytertest.HubExample(t, "jupyter_server_config.py")
@@ -69,15 +113,27 @@ func TestHubEndToEnd(t *testing.T) {
 	h := jupytertest.StartHub(t, jupytertest.HubSpec{Root: root, Config: hubE2EConfig, Files: files})
 	bin := filepath.Join(h.Inner, "bin", "megane-jupyter-bridge")
 	copyExecutable(t, exe, h.Path("bin/megane-jupyter-bridge"))
+	var cfgDirs []string
 	for _, u := range users {
 		cfgDir := h.Path("home/" + u.name + "/.jupyter")
-		if err := os.WriteFile(filepath.Join(cfgDir, "jupyter_server_config.json"), []byte(proxiedConfig(t, bin, bin, u.absolute)), 0o644); err != nil {
+		cfgDirs = append(cfgDirs, cfgDir)
+		if err := os.WriteFile(filepath.Join(cfgDir, "jupyter_server_config.json"), []byte(toolsConfig(t, bin)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.MkdirAll(h.Path("pylib"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		jupytertest.WriteServerProxy(t, h.Path("pylib"), cfgDir)
+	}
+	jupytertest.RealServerProxy(t, root, h.Path("pylib"), cfgDirs...)
+	// alice: the wheel, pip-installed into a venv on the system's Jupyter.
+	copyExecutable(t, whl, h.Path("wheel/"+filepath.Base(whl)))
+	inChroot(t, root, []string{"HOME=" + h.Inner}, "python3", "-m", "venv", "--system-site-packages", h.Inner+"/venv")
+	inChroot(t, root, []string{"HOME=" + h.Inner}, h.Inner+"/venv/bin/python3", "-m", "pip", "install", "--no-index", "--no-deps",
+		"--disable-pip-version-check", "-q", h.Inner+"/wheel/"+filepath.Base(whl))
+	wheelBin := strings.TrimSpace(inChroot(t, root, nil, h.Inner+"/venv/bin/python3", "-c",
+		"import megane_jupyter_bridge as m; print(m.setup_megane()['command'][0])"))
+	// carol: install --user --absolute-url, run as her, inside the chroot.
+	// (--bridge: without /proc in the chroot the program cannot find itself.)
+	out := inChroot(t, root, []string{"HOME=" + h.Inner + "/home/carol", asProgramEnv + "=1"}, bin, "install", "--user", "--absolute-url", "--bridge", bin)
+	if !strings.Contains(out, "registered \"megane\"") {
+		t.Fatalf("install --absolute-url: %s", out)
 	}
 
 	// What the bridge alone returns for the same call, for the byte
@@ -142,7 +198,7 @@ func TestHubEndToEnd(t *testing.T) {
 				callAtoms(t, p, "warm", 10)
 				start := time.Now()
 				got := callAtoms(t, p, "big", atoms)
-				t.Logf("the same through configurable-http-proxy and the jupyter-server-proxy stand-in: %s", time.Since(start).Round(time.Millisecond))
+				t.Logf("the same through configurable-http-proxy and jupyter-server-proxy: %s", time.Since(start).Round(time.Millisecond))
 				if !bytes.Equal(got, want) {
 					t.Fatalf("the result through the Hub differs from the bridge's own: %d bytes, want %d", len(got), len(want))
 				}
@@ -204,6 +260,44 @@ func TestHubEndToEnd(t *testing.T) {
 					}
 				})
 			}
+			t.Run("started by jupyter-server-proxy from the "+map[bool]string{false: "wheel's entry point", true: "registration install wrote"}[u.absolute], func(t *testing.T) {
+				wantBin := bin
+				if !u.absolute {
+					wantBin = wheelBin
+				}
+				var found [][]string
+				for _, cmd := range cmdlinesUnder(h.Inner + "/home/" + u.name) {
+					if len(cmd) > 1 && cmd[1] == "serve" {
+						found = append(found, cmd)
+					}
+				}
+				if len(found) != 1 || found[0][0] != wantBin {
+					t.Fatalf("bridges running in %s's server: %q, want one running %s", u.name, found, wantBin)
+				}
+				// What jupyter-server-proxy logs for each socket: the path the
+				// registration's mode forwards.
+				path := "/builder-tools/ws"
+				if u.absolute {
+					path = "/user/" + u.name + "/megane/builder-tools/ws"
+				}
+				if !regexp.MustCompile(`Trying to establish websocket connection to ws://localhost:\d+` + regexp.QuoteMeta(path)).MatchString(h.Out.String()) {
+					t.Errorf("jupyter-server-proxy logged no socket to %s:\n%s", path, h.Out)
+				}
+			})
+			// A JupyterLab page under the Hub has the user's cookie and may
+			// also have a token: the client module uses the cookie, and
+			// jupyter-server-proxy's log shows no token.
+			t.Run("the client module: the cookie, no token in jupyter-server-proxy's log", func(t *testing.T) {
+				node := needNode22(t)
+				pageToken := h.Token(t, u.name, nil)
+				by, user := pageModule(t, node, public, cookie, same, pageToken)
+				if by != "cookie" || user != u.name {
+					t.Fatalf("the module authenticated by %q as %q, want by the cookie as %s", by, user, u.name)
+				}
+				if !strings.Contains(h.Out.String(), "Trying to establish websocket connection") || strings.Contains(h.Out.String(), pageToken) {
+					t.Fatalf("jupyter-server-proxy's log has no socket, or the page's token:\n%s", h.Out)
+				}
+			})
 			t.Run("status page", func(t *testing.T) {
 				status, body := httpGet(t, public+"megane/builder-tools/", http.Header{"Cookie": {cookie}})
 				if status != 200 || !strings.Contains(body, "app.js") {
@@ -266,6 +360,25 @@ func checkClosing(t *testing.T, p *bridgetest.Page, code int, reason string) {
 	if !errors.As(p.Err(), &ce) || ce.Code != websocket.CloseNoStatusReceived {
 		t.Fatalf("want a close frame without a code after tools:closing, got %v", p.Err())
 	}
+}
+
+// cmdlinesUnder returns the command lines of the processes whose HOME is
+// home (inside a chroot too: the host's /proc shows every process).
+func cmdlinesUnder(home string) [][]string {
+	var out [][]string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00HOME="+home+"\x00")) {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		out = append(out, strings.Split(strings.TrimSuffix(string(cmd), "\x00"), "\x00"))
+	}
+	return out
 }
 
 func cookieValue(cookie string) string {

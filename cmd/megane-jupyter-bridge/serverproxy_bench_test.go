@@ -21,24 +21,55 @@ import (
 // BenchmarkJupyterHop measures what the Jupyter hop costs a large result:
 // a 40 MB water box (the bridgetest atoms tool, n = 500,000) served from a
 // fixture, so that the tool server's own work does not hide the hop, from
-// one bridge started by the jupyter-server-proxy stand-in inside
-// jupyter_server 1.23, asked once directly on its port and once through
-// Jupyter's URL (tornado's relay), alternately, in the same run. One
-// sub-benchmark per frame limit (the chunk size of a large message),
-// set by the admin setting [limits] frame_limit.
+// one bridge started by jupyter-server-proxy inside a Jupyter server, asked
+// once directly on its port and once through Jupyter's URL, alternately, in
+// the same run. Rows: the real jupyter-server-proxy 4.4.0 in jupyter_server
+// 2.15 (the Debian 13 chroot; where users are), and the stand-in in
+// jupyter_server 1.23 with one sub-benchmark per frame limit (the chunk
+// size of a large message, the admin setting [limits] frame_limit).
 //
 // Metrics: alone-ms/op and proxied-ms/op (one call each per op) and
 // proxied/alone, the ratio of the two (target ≤ 1.2).
 // MEGANE_TEST_PROXY_PROFILE=FILE writes a cProfile of the Jupyter server
-// (tornado's relay) per frame limit to FILE.<limit>.
+// (tornado's relay) per frame limit to FILE.<limit> (stand-in rows).
 func BenchmarkJupyterHop(b *testing.B) {
 	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
 	}
 	fixture := atomsFixture(b, exe, 500000)
+	b.Run("real_proxy/jupyter_server=2.15/frame_limit=8MiB", func(b *testing.B) {
+		root := jupytertest.Trixie(b)
+		// The bridge's binary and the fixture, inside the chroot.
+		dir, err := os.MkdirTemp(filepath.Join(root, "tmp"), "megane-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { os.RemoveAll(dir) })
+		inner := strings.TrimPrefix(dir, root)
+		for _, f := range [][2]string{{exe, "megane-jupyter-bridge"}, {fixture, "atoms.json"}} {
+			data, err := os.ReadFile(f[0])
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f[1]), data, 0o755); err != nil {
+				b.Fatal(err)
+			}
+		}
+		bin := inner + "/megane-jupyter-bridge"
+		j := jupytertest.Start(b, jupytertest.Spec{Root: root, RealServerProxy: true,
+			Env:    []string{asProgramEnv + "=1"},
+			DirEnv: map[string]string{"JUPYTER_CONFIG_PATH": "admin"},
+			Files: map[string]string{
+				"config/jupyter_server_config.json": proxiedConfigMode(b, bin, bin, false, bridgetest.Mode{FixtureCalls: map[string]string{"atoms": inner + "/atoms.json"}}),
+				"admin/megane_jupyter_bridge.toml":  "[limits]\nframe_limit = \"8MiB\"\n",
+			},
+		})
+		// The real proxy logs the bridge's port for each socket.
+		hop(b, j, `ws://localhost:(\d+)/`)
+	})
 	for _, frame := range []string{"1MiB", "2MiB", "4MiB", "8MiB"} {
-		b.Run("frame_limit="+frame, func(b *testing.B) {
+		b.Run("stand-in/jupyter_server=1.23/frame_limit="+frame, func(b *testing.B) {
 			env := []string{asProgramEnv + "=1"}
 			if p := os.Getenv("MEGANE_TEST_PROXY_PROFILE"); p != "" {
 				env = append(env, "MEGANE_TEST_PROXY_PROFILE="+p+"."+frame)
@@ -51,46 +82,53 @@ func BenchmarkJupyterHop(b *testing.B) {
 					"admin/megane_jupyter_bridge.toml":  "[limits]\nframe_limit = \"" + frame + "\"\n",
 				},
 			})
-			token := http.Header{"Authorization": {"token " + j.Token}}
-			proxied, _, err := proxiedPage(b, j.URL, "", token)
-			if err != nil {
-				b.Fatalf("through Jupyter: %v\n%s", err, j.Out)
-			}
-			connectBridgetest(b, proxied)
-			m := regexp.MustCompile(`--port=(\d+)`).FindStringSubmatch(j.Out.String())
-			if m == nil {
-				b.Fatalf("the stand-in did not say which port the bridge has:\n%s", j.Out)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			alone, _, err := bridgetest.Dial(ctx, "ws://127.0.0.1:"+m[1]+"/builder-tools/ws",
-				http.Header{"Authorization": {"token " + j.Token}, "Host": {j.HostHdr}})
-			if err != nil {
-				b.Fatalf("the bridge's own port: %v", err)
-			}
-			defer alone.Close()
-			connectBridgetest(b, alone)
-			want := callAtoms(b, alone, "warm-a", 1)
-			if got := callAtoms(b, proxied, "warm-p", 1); string(got) != string(want) {
-				b.Fatalf("the proxied result differs")
-			}
-			var tAlone, tProxied time.Duration
-			b.SetBytes(int64(len(want)) * 2)
-			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				start := time.Now()
-				callAtoms(b, alone, fmt.Sprintf("a%d", i), 1)
-				tAlone += time.Since(start)
-				start = time.Now()
-				callAtoms(b, proxied, fmt.Sprintf("p%d", i), 1)
-				tProxied += time.Since(start)
-			}
-			n := float64(b.N)
-			b.ReportMetric(float64(tAlone.Milliseconds())/n, "alone-ms/op")
-			b.ReportMetric(float64(tProxied.Milliseconds())/n, "proxied-ms/op")
-			b.ReportMetric(tProxied.Seconds()/tAlone.Seconds(), "proxied/alone")
+			// The stand-in says which port the bridge has.
+			hop(b, j, `--port=(\d+)`)
 		})
 	}
+}
+
+// hop runs the alternating calls of BenchmarkJupyterHop against the bridge
+// behind j, whose port portRE finds in j's output once a socket is open.
+func hop(b *testing.B, j *jupytertest.Server, portRE string) {
+	token := http.Header{"Authorization": {"token " + j.Token}}
+	proxied, _, err := proxiedPage(b, j.URL, "", token)
+	if err != nil {
+		b.Fatalf("through Jupyter: %v\n%s", err, j.Out)
+	}
+	connectBridgetest(b, proxied)
+	m := regexp.MustCompile(portRE).FindStringSubmatch(j.Out.String())
+	if m == nil {
+		b.Fatalf("no bridge port (%s) in Jupyter's output:\n%s", portRE, j.Out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	alone, _, err := bridgetest.Dial(ctx, "ws://127.0.0.1:"+m[1]+"/builder-tools/ws",
+		http.Header{"Authorization": {"token " + j.Token}, "Host": {j.HostHdr}})
+	if err != nil {
+		b.Fatalf("the bridge's own port: %v", err)
+	}
+	defer alone.Close()
+	connectBridgetest(b, alone)
+	want := callAtoms(b, alone, "warm-a", 1)
+	if got := callAtoms(b, proxied, "warm-p", 1); string(got) != string(want) {
+		b.Fatalf("the proxied result differs")
+	}
+	var tAlone, tProxied time.Duration
+	b.SetBytes(int64(len(want)) * 2)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		start := time.Now()
+		callAtoms(b, alone, fmt.Sprintf("a%d", i), 1)
+		tAlone += time.Since(start)
+		start = time.Now()
+		callAtoms(b, proxied, fmt.Sprintf("p%d", i), 1)
+		tProxied += time.Since(start)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(tAlone.Milliseconds())/n, "alone-ms/op")
+	b.ReportMetric(float64(tProxied.Milliseconds())/n, "proxied-ms/op")
+	b.ReportMetric(tProxied.Seconds()/tAlone.Seconds(), "proxied/alone")
 }
 
 // atomsFixture asks a bridgetest server (exe) for the atoms result with n

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -130,23 +131,65 @@ func httpGet(t *testing.T, url string, header http.Header) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestServerProxyEndToEnd: jupyter_server 1.23 at / and at /lab/base/, the
-// bridge registered in both path modes and started by the
-// jupyter-server-proxy stand-in: a page reaches the socket and the status
-// page through Jupyter's URL, runs a tool, and the refusals Jupyter makes
-// before the bridge is involved are plain HTTP 403s.
+// TestServerProxyEndToEnd: the bridge registered in both path modes, at /
+// and at /lab/base/, started by jupyter-server-proxy inside a real
+// jupyter_server: the real jupyter-server-proxy 4.4.0 in jupyter_server 2.15
+// (the Debian 13 chroot), and the stand-in in Debian 12's jupyter_server
+// 1.23, which the real one does not support. A page reaches the socket and
+// the status page through Jupyter's URL, runs a tool, and the refusals
+// Jupyter makes before the bridge is involved are plain HTTP 403s.
 func TestServerProxyEndToEnd(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, jup := range []struct {
+		name string
+		real bool
+	}{{"jupyter_server 1.23 with the stand-in", false}, {"jupyter_server 2.15 with jupyter-server-proxy 4.4.0", true}} {
+		t.Run(jup.name, func(t *testing.T) {
+			root, bin := "", exe
+			if jup.real {
+				root = jupytertest.Trixie(t)
+				dir, err := os.MkdirTemp(filepath.Join(root, "tmp"), "megane-bin-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(dir) })
+				copyExecutable(t, exe, filepath.Join(dir, "megane-jupyter-bridge"))
+				bin = strings.TrimPrefix(filepath.Join(dir, "megane-jupyter-bridge"), root)
+			}
+			serverProxyEndToEnd(t, root, bin, jup.real)
+		})
+	}
+}
+
+// redactTokenConfig is the logging filter jupyter/CONFIG.md gives admins,
+// verbatim: it redacts query tokens in the lines jupyter-server-proxy logs
+// through Jupyter's ServerApp logger.
+const redactTokenConfig = `import logging, re
+
+class RedactQueryToken(logging.Filter):
+    def filter(self, record):
+        msg = record.getMessage()
+        if "token=" in msg:
+            record.msg, record.args = re.sub(r"token=[^&\s]+", "token=[redacted]", msg), None
+        return True
+
+logging.getLogger("ServerApp").addFilter(RedactQueryToken())
+`
+
+func serverProxyEndToEnd(t *testing.T, root, exe string, real bool) {
 	for _, base := range []string{"/", "/lab/base/"} {
 		for _, abs := range []bool{false, true} {
 			name := base + " absolute_url=" + map[bool]string{false: "false", true: "true"}[abs]
 			t.Run(name, func(t *testing.T) {
-				j := jupytertest.Start(t, jupytertest.Spec{BaseURL: base, ServerProxy: true,
-					Env:   []string{asProgramEnv + "=1"},
-					Files: map[string]string{"config/jupyter_server_config.json": proxiedConfig(t, exe, exe, abs)}})
+				files := map[string]string{"config/jupyter_server_config.json": proxiedConfig(t, exe, exe, abs)}
+				if real && base != "/" {
+					files["config/jupyter_server_config.py"] = redactTokenConfig
+				}
+				j := jupytertest.Start(t, jupytertest.Spec{Root: root, BaseURL: base, ServerProxy: !real, RealServerProxy: real,
+					Env: []string{asProgramEnv + "=1"}, Files: files})
 				token := http.Header{"Authorization": {"token " + j.Token}}
 				p, _, err := proxiedPage(t, j.URL, "", token)
 				if err != nil {
@@ -164,8 +207,9 @@ func TestServerProxyEndToEnd(t *testing.T) {
 				if status, body := httpGet(t, j.URL+"megane/builder-tools/app.js", token); status != 200 || !strings.Contains(body, "WebSocket") {
 					t.Fatalf("app.js: %d %.100s", status, body)
 				}
-				// Refused by Jupyter (the stand-in authenticates first): the
-				// upgrade fails with 403, which a browser reports as 1006.
+				// Refused by Jupyter (jupyter-server-proxy authenticates
+				// first): the upgrade fails with 403, which a browser reports
+				// as 1006.
 				for _, tc := range []struct {
 					name   string
 					header http.Header
@@ -178,8 +222,40 @@ func TestServerProxyEndToEnd(t *testing.T) {
 						t.Errorf("%s: want HTTP 403 from Jupyter, got %v %v", tc.name, resp, err)
 					}
 				}
-				if !strings.Contains(j.Out.String(), "megane_test_server_proxy: starting") {
-					t.Errorf("the bridge was not started by the stand-in:\n%s", j.Out)
+				if real {
+					// A JupyterLab page has Jupyter's login cookie and the
+					// server's token: the client module uses the cookie, so
+					// jupyter-server-proxy's log shows no token. Only when the
+					// cookie is refused does the token go in the URL, and then
+					// that log shows it (jupyter/CONFIG.md tells admins).
+					node := needNode22(t)
+					origin := strings.TrimSuffix(strings.TrimSuffix(j.URL, base), "/")
+					if by, _ := pageModule(t, node, j.URL, j.LoginCookie(t), origin, j.Token); by != "cookie" {
+						t.Errorf("the client module authenticated by %q, want the cookie", by)
+					}
+					if !strings.Contains(j.Out.String(), "Trying to establish websocket connection") || strings.Contains(j.Out.String(), j.Token) {
+						t.Errorf("jupyter-server-proxy's log has no socket, or the server's token:\n%s", j.Out)
+					}
+					if by, _ := pageModule(t, node, j.URL, "username-expired=x", origin, j.Token); by != "token" {
+						t.Errorf("with a refused cookie the client module authenticated by %q, want the token", by)
+					}
+					if base == "/" && !strings.Contains(j.Out.String(), "?token="+j.Token) {
+						t.Errorf("jupyter-server-proxy no longer logs a query token: update jupyter/CONFIG.md")
+					}
+					// At /lab/base/ the server has the logging filter
+					// CONFIG.md gives admins: the token is redacted.
+					if base != "/" && (strings.Contains(j.Out.String(), j.Token) || !strings.Contains(j.Out.String(), "?token=[redacted]")) {
+						t.Errorf("CONFIG.md's filter did not redact the query token:\n%s", j.Out)
+					}
+				}
+				started := "megane_test_server_proxy: starting"
+				if real {
+					// The real one's log line for the socket, with the path
+					// the mode forwards.
+					started = "Trying to establish websocket connection to ws://localhost:"
+				}
+				if !strings.Contains(j.Out.String(), started) {
+					t.Errorf("the bridge was not started and reached by jupyter-server-proxy (no %q):\n%s", started, j.Out)
 				}
 				if strings.Contains(j.Out.String(), "path not served") {
 					t.Errorf("the bridge logged a path it does not serve:\n%s", j.Out)

@@ -107,6 +107,12 @@ type Spec struct {
 	// ServerProxy loads the jupyter-server-proxy stand-in (see
 	// ServerProxyModule), which serves c.ServerProxy.servers.
 	ServerProxy bool
+	// RealServerProxy loads the real jupyter-server-proxy 4.4.0 from
+	// ../shared/vendor (see RealServerProxy): it needs jupyter_server >=
+	// 1.24, so the Debian 13 chroot, not Debian 12's 1.23. In a chroot, the
+	// server then runs in a mount namespace of its own with /proc mounted,
+	// which the bridge it starts needs.
+	RealServerProxy bool
 }
 
 // ServerProxyModule is the Python module of the test stand-in for
@@ -223,6 +229,9 @@ func Start(t testing.TB, spec Spec) *Server {
 	if spec.ServerProxy {
 		WriteServerProxy(t, s.Path("pylib"), s.Path("config"))
 	}
+	if spec.RealServerProxy {
+		RealServerProxy(t, spec.Root, s.Path("pylib"), s.Path("config"))
+	}
 	for name, text := range spec.Files {
 		if err := os.MkdirAll(filepath.Dir(s.Path(name)), 0o700); err != nil {
 			t.Fatal(err)
@@ -264,7 +273,16 @@ func Start(t testing.TB, spec Spec) *Server {
 		args = append(args, "--ServerApp.base_url="+spec.BaseURL)
 	}
 	args = append(args, spec.Args...)
-	if spec.Root != "" {
+	if spec.Root != "" && spec.RealServerProxy {
+		// As StartHub does: unshare execs, so the server keeps this
+		// process's id and group.
+		chroot, err := exec.LookPath("chroot")
+		if err != nil {
+			chroot = "/usr/sbin/chroot"
+		}
+		args = append([]string{"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+			`mount -t proc proc "$1/proc" && exec "$0" "$@"`, chroot, spec.Root}, args...)
+	} else if spec.Root != "" {
 		args = append([]string{"chroot", spec.Root}, args...)
 	}
 	s.Cmd = exec.Command(args[0], args[1:]...)

@@ -35,7 +35,17 @@ try {
     out.badToken = { message: e.message, closeCode: e.closeCode };
   }
 
+  // auth 'cookie' never sends the token: a standalone bridge has no
+  // cookie to admit, so it refuses.
+  try {
+    await mod.connectBridge(wsUrl, { token: env.TOKEN, auth: 'cookie', backoff: { attempts: 1 } });
+    out.cookieOnly = { connected: true };
+  } catch (e) {
+    out.cookieOnly = { message: e.message, closeCode: e.closeCode };
+  }
+
   const bridge = await mod.connectBridge(wsUrl, { token: env.TOKEN, approvals });
+  out.authenticatedBy = bridge.authenticatedBy;
   out.servers = (await bridge.servers()).map((s) => ({ name: s.name, fingerprint: s.fingerprint }));
   try {
     await bridge.connect('flaky');
@@ -128,6 +138,15 @@ try {
   const fc = await fake.connect('fake', { confirm: async () => true });
   out.midcall = await call(fc, 'anything', {});
   await fake.close();
+  // Where no token is needed (a bridge behind Jupyter admits the cookie),
+  // none goes in the URL, which jupyter-server-proxy would log; with auth
+  // 'token' it always does. The fake bridge says which query it saw.
+  out.query = {};
+  for (const auth of ['auto', 'token']) {
+    const b = await mod.connectBridge(env.FAKE_WS + '/midcall', { token: 'page-token', auth, backoff: { attempts: 1 } });
+    out.query[auth] = { by: b.authenticatedBy, query: (await b.status()).bridge.query };
+    await b.close();
+  }
 } catch (e) {
   out.error = String(e && e.stack ? e.stack : e);
 }

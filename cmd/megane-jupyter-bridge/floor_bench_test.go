@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
+)
+
+// BenchmarkFloor measures the bridge's own throughput for a large result,
+// without the tool server's work: a bridgetest server replays a prebuilt
+// 40 MB water box (a fixture) and the bridge relays it to a Go page client
+// (bridgetest.Page, which reassembles chunks and parses the reply). Beside
+// it, the floor: a plain gorilla WebSocket server sending the same reply to
+// the same client as one message, and the same bytes read from a pipe.
+// Target: bridge ≤ 1.5 × gorilla. ns/op is one 40 MB result.
+func BenchmarkFloor(b *testing.B) {
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	fixture := atomsFixture(b, exe, 500000)
+	raw, err := os.ReadFile(fixture)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var fix struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(raw, &fix); err != nil {
+		b.Fatal(err)
+	}
+	result := fix.Result
+
+	calls := func(b *testing.B, p *bridgetest.Page) {
+		if got := callAtoms(b, p, "warm", 1); len(got) < len(result)-1024 {
+			b.Fatalf("the result is %d bytes, want about %d", len(got), len(result))
+		}
+		b.SetBytes(int64(len(result)))
+		b.ResetTimer()
+		for i := 0; b.Loop(); i++ {
+			callAtoms(b, p, fmt.Sprintf("c%d", i), 1)
+		}
+	}
+	dial := func(b *testing.B, url string) *bridgetest.Page {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		p, _, err := bridgetest.Dial(ctx, url, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { p.Close() })
+		return p
+	}
+
+	b.Run("bridge", func(b *testing.B) {
+		mode := bridgetest.Mode{FixtureCalls: map[string]string{"atoms": fixture}}
+		servers, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"bridgetest": map[string]any{
+			"command": exe, "args": []string{"-test.run=^$"},
+			"env": map[string]string{bridgetest.EnvVar: strings.TrimPrefix(mode.Env(), bridgetest.EnvVar+"=")}}}})
+		path := filepath.Join(b.TempDir(), "servers.json")
+		if err := os.WriteFile(path, servers, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		// The bridge in a process of its own, as deployed (in this
+		// process its memory ceiling would count the benchmark's too).
+		ready := filepath.Join(b.TempDir(), "ready")
+		cmd := exec.Command(exe, "serve", "--standalone", "--port", "0", "--ready-file", ready, "--token", "floor", "--servers", path)
+		cmd.Env = append(os.Environ(), asProgramEnv+"=1")
+		var stderr bridgetest.Buffer
+		cmd.Stderr = &stderr
+		child.InGroup(cmd)
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { child.KillGroup(cmd.Process); cmd.Wait() })
+		var addr []byte
+		for deadline := time.Now().Add(20 * time.Second); len(addr) == 0; time.Sleep(20 * time.Millisecond) {
+			addr, _ = os.ReadFile(ready)
+			if time.Now().After(deadline) {
+				b.Fatalf("the bridge did not get ready:\n%s", stderr.String())
+			}
+		}
+		p := dial(b, "ws://"+strings.TrimSpace(string(addr))+"/megane/builder-tools/ws?token=floor")
+		connectBridgetest(b, p)
+		calls(b, p)
+	})
+
+	b.Run("gorilla", func(b *testing.B) {
+		up := websocket.Upgrader{}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ws, err := up.Upgrade(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer ws.Close()
+			for {
+				var m struct {
+					Type string          `json:"type"`
+					ID   json.RawMessage `json:"id"`
+				}
+				if err := ws.ReadJSON(&m); err != nil {
+					return
+				}
+				wr, err := ws.NextWriter(websocket.TextMessage)
+				if err != nil {
+					return
+				}
+				fmt.Fprintf(wr, `{"type":%q,"id":%s,"ok":true,"result":`, m.Type, m.ID)
+				wr.Write(result)
+				io.WriteString(wr, "}")
+				if wr.Close() != nil {
+					return
+				}
+			}
+		}))
+		b.Cleanup(srv.Close)
+		calls(b, dial(b, "ws"+strings.TrimPrefix(srv.URL, "http")))
+	})
+
+	b.Run("pipe", func(b *testing.B) {
+		b.SetBytes(int64(len(result)))
+		for b.Loop() {
+			r, w, err := os.Pipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			go func() { w.Write(result); w.Close() }()
+			n, err := io.Copy(io.Discard, r)
+			r.Close()
+			if err != nil || n != int64(len(result)) {
+				b.Fatalf("read %d bytes from the pipe: %v", n, err)
+			}
+		}
+	})
+}
