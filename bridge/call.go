@@ -42,6 +42,10 @@ func (c *call) finish(raw []byte, perr *protoError) {
 		c.mu.Lock()
 		c.over = true
 		c.mu.Unlock()
+		// Counted and recorded before the page can see the answer: the page
+		// may send its next call at once, and that call's record must not
+		// overtake this one (the audit file is in the order of answers).
+		c.answered(raw, perr)
 		if perr != nil {
 			c.t.push(errorReply(typeCall, c.id, perr))
 		} else {
@@ -51,7 +55,6 @@ func (c *call) finish(raw []byte, perr *protoError) {
 			head = append(head[:len(head)-1], `,"result":`...)
 			c.t.pushParts(head, raw, []byte{'}'})
 		}
-		c.answered(raw, perr)
 	})
 }
 
