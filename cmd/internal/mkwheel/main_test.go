@@ -235,8 +235,8 @@ func TestBackendWithoutGo(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
-	want := "building megane-jupyter-bridge from source needs Go >= " + string(goLine[1]) + " on PATH\n"
-	if err == nil || stderr.String() != want {
+	want := "building megane-jupyter-bridge from source needs Go >= " + string(goLine[1]) + " on PATH"
+	if got := strings.TrimRight(stderr.String(), "\r\n"); err == nil || got != want { // one line (\r\n on Windows)
 		t.Fatalf("without Go: %v, stderr %q, want exit status 1 and %q", err, stderr.String(), want)
 	}
 }
