@@ -147,7 +147,8 @@ abuse:
 
 # The Linux wheel built twice, the second time with an empty build cache,
 # must be the same bytes (issue 25): -trimpath, the commit stamped by
-# -buildvcs, fixed zip times and file order.
+# mkwheel (-X main.commit, -buildvcs=false: see sdist-check), fixed zip
+# times and file order.
 REPRO := .cache/repro
 reproducible:
 	rm -rf $(REPRO) && mkdir -p $(REPRO)/gocache
