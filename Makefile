@@ -160,9 +160,12 @@ reproducible:
 
 # The sdist (issue 25): built twice it is the same bytes; pip, offline and without build isolation,
 # builds a wheel from it through its in-tree backend, which must be the
-# same bytes as make wheels's for this machine; both read back (mkwheel
+# same bytes as make wheels's for this machine; the backend's build_sdist
+# run in the unpacked sdist gives the sdist again; both read back (mkwheel
 # -verify: RECORD, PKG-INFO, pyproject.toml, tar owners and order).
 SDIST_CHECK := .cache/sdist-check
+WHEEL_BACKEND_PATH := jupyter/wheel/pep517
+WHEEL_BACKEND := megane_build_backend
 sdist-check:
 	rm -rf $(SDIST_CHECK) && mkdir -p $(SDIST_CHECK)/src
 	$(GO) run ./cmd/internal/mkwheel -sdist -out $(SDIST_CHECK)/a >/dev/null
@@ -174,6 +177,9 @@ sdist-check:
 	$(GO) run ./cmd/internal/mkwheel -out $(SDIST_CHECK)/git $$($(GO) env GOOS)/$$($(GO) env GOARCH) >/dev/null
 	@w=$$(cd $(SDIST_CHECK)/git && ls *.whl) && cmp $(SDIST_CHECK)/pip/$$w $(SDIST_CHECK)/git/$$w && \
 		echo "sdist-check: pip wheel from the sdist gave $$w, the same $$(wc -c < $(SDIST_CHECK)/git/$$w) bytes as make wheels"
+	cd $(SDIST_CHECK)/src/* && python3 -c 'import sys; sys.path.insert(0, "$(WHEEL_BACKEND_PATH)"); import $(WHEEL_BACKEND) as b; b.build_sdist(sys.argv[1])' $(abspath $(SDIST_CHECK))/again >/dev/null
+	@a=$$(ls $(SDIST_CHECK)/a/*.tar.gz) && cmp "$$a" $(SDIST_CHECK)/again/$$(basename $$a) && \
+		echo "sdist-check: the backend's build_sdist in the unpacked sdist (no git) gives the same bytes again"
 	$(GO) run ./cmd/internal/mkwheel -verify $(SDIST_CHECK)/a/*.tar.gz $(SDIST_CHECK)/pip/*.whl
 	rm -rf $(SDIST_CHECK)
 
