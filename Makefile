@@ -53,7 +53,7 @@ sdist:
 RECIPE_OUT ?= bin/recipe.yaml
 recipe:
 	@mkdir -p $(dir $(RECIPE_OUT))
-	@sdist=$$($(GO) run ./cmd/internal/mkwheel -sdist -out $(DIST) 2>/dev/null) && \
+	@sdist=$$($(GO) run ./cmd/internal/mkwheel -sdist -out $(DIST)) && \
 		$(GO) run ./cmd/internal/mkwheel -recipe recipe/recipe.yaml "$$sdist" > $(RECIPE_OUT).tmp && mv $(RECIPE_OUT).tmp $(RECIPE_OUT) && \
 		echo "$(RECIPE_OUT): source $$(basename $$sdist), sha256 $$(sha256sum < $$sdist | cut -d' ' -f1)"
 
