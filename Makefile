@@ -26,7 +26,7 @@ ACTIONLINT ?= $(GO) run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
 VULNDB         := .cache/vulndb-$(VULNDB_VERSION)
 
-.PHONY: reproducible links go-test-args build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels vuln go-version
+.PHONY: reproducible sdist sdist-check twine-check recipe recipe-check links go-test-args build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels vuln go-version
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/megane-jupyter-bridge  # -buildvcs=auto: stamp the commit even where GOFLAGS turns it off
@@ -40,6 +40,22 @@ DIST            ?= dist
 
 wheels:
 	$(GO) run ./cmd/internal/mkwheel -out $(DIST) $(WHEEL_PLATFORMS)
+
+# The source distribution in DIST (megane_jupyter_bridge-<version>.tar.gz):
+# the Go sources the binary needs, PKG-INFO, and a pyproject.toml whose
+# in-tree backend builds the wheel with Go (README "Install"). Entry times
+# are SOURCE_DATE_EPOCH's when it is set, else 1980-01-01.
+sdist:
+	$(GO) run ./cmd/internal/mkwheel -sdist -out $(DIST)
+
+# The conda-forge recipe with the sdist's sha256 filled in, written to
+# RECIPE_OUT (not into DIST, which is uploaded to PyPI whole).
+RECIPE_OUT ?= bin/recipe.yaml
+recipe:
+	@mkdir -p $(dir $(RECIPE_OUT))
+	@sdist=$$($(GO) run ./cmd/internal/mkwheel -sdist -out $(DIST)) && \
+		$(GO) run ./cmd/internal/mkwheel -recipe recipe/recipe.yaml "$$sdist" > $(RECIPE_OUT).tmp && mv $(RECIPE_OUT).tmp $(RECIPE_OUT) && \
+		echo "$(RECIPE_OUT): source $$(basename $$sdist), sha256 $$(sha256sum < $$sdist | cut -d' ' -f1)"
 
 # The standalone token, kept across restarts (created with mode 0600 on the
 # first run) beside the receipt key in Jupyter's data directory, found as
@@ -90,7 +106,7 @@ vuln:
 	fi
 	$(GOVULNCHECK) -db file://$(abspath $(VULNDB)) ./...
 
-check: lint links tidy-check test fuzz-short vuln
+check: lint links tidy-check test fuzz-short vuln reproducible sdist-check twine-check recipe-check
 
 # The documents' relative links and anchors (cmd/internal/mdlinks).
 links:
@@ -131,7 +147,8 @@ abuse:
 
 # The Linux wheel built twice, the second time with an empty build cache,
 # must be the same bytes (issue 25): -trimpath, the commit stamped by
-# -buildvcs, fixed zip times and file order.
+# mkwheel (-X main.commit, -buildvcs=false: see sdist-check), fixed zip
+# times and file order.
 REPRO := .cache/repro
 reproducible:
 	rm -rf $(REPRO) && mkdir -p $(REPRO)/gocache
@@ -140,6 +157,50 @@ reproducible:
 	@a=$$(ls $(REPRO)/a/*.whl) && b=$$(ls $(REPRO)/b/*.whl) && cmp "$$a" "$$b" && \
 		echo "reproducible: $$(basename $$a) built twice (once with an empty build cache) is the same $$(wc -c < $$a) bytes, sha256 $$(sha256sum < $$a | cut -c1-16)…"
 	rm -rf $(REPRO)
+
+# The sdist (issue 25): built twice it is the same bytes; pip, offline and without build isolation,
+# builds a wheel from it through its in-tree backend, which must be the
+# same bytes as make wheels's for this machine; the backend's build_sdist
+# run in the unpacked sdist gives the sdist again; both read back (mkwheel
+# -verify: RECORD, PKG-INFO, pyproject.toml, tar owners and order).
+SDIST_CHECK := .cache/sdist-check
+WHEEL_BACKEND_PATH := jupyter/wheel/pep517
+WHEEL_BACKEND := megane_build_backend
+sdist-check:
+	rm -rf $(SDIST_CHECK) && mkdir -p $(SDIST_CHECK)/src
+	$(GO) run ./cmd/internal/mkwheel -sdist -out $(SDIST_CHECK)/a >/dev/null
+	$(GO) run ./cmd/internal/mkwheel -sdist -out $(SDIST_CHECK)/b >/dev/null
+	@a=$$(ls $(SDIST_CHECK)/a/*.tar.gz) && cmp "$$a" $(SDIST_CHECK)/b/$$(basename $$a) && \
+		echo "sdist-check: $$(basename $$a) built twice is the same $$(wc -c < $$a) bytes, sha256 $$(sha256sum < $$a | cut -c1-16)…"
+	tar -xzf $(SDIST_CHECK)/a/*.tar.gz -C $(SDIST_CHECK)/src
+	python3 -m pip wheel --quiet --no-index --no-cache-dir --no-build-isolation --no-deps -w $(SDIST_CHECK)/pip $(SDIST_CHECK)/src/*/
+	$(GO) run ./cmd/internal/mkwheel -out $(SDIST_CHECK)/git $$($(GO) env GOOS)/$$($(GO) env GOARCH) >/dev/null
+	@w=$$(cd $(SDIST_CHECK)/git && ls *.whl) && cmp $(SDIST_CHECK)/pip/$$w $(SDIST_CHECK)/git/$$w && \
+		echo "sdist-check: pip wheel from the sdist gave $$w, the same $$(wc -c < $(SDIST_CHECK)/git/$$w) bytes as make wheels"
+	cd $(SDIST_CHECK)/src/* && python3 -c 'import sys; sys.path.insert(0, "$(WHEEL_BACKEND_PATH)"); import $(WHEEL_BACKEND) as b; b.build_sdist(sys.argv[1])' $(abspath $(SDIST_CHECK))/again >/dev/null
+	@a=$$(ls $(SDIST_CHECK)/a/*.tar.gz) && cmp "$$a" $(SDIST_CHECK)/again/$$(basename $$a) && \
+		echo "sdist-check: the backend's build_sdist in the unpacked sdist (no git) gives the same bytes again"
+	$(GO) run ./cmd/internal/mkwheel -verify $(SDIST_CHECK)/a/*.tar.gz $(SDIST_CHECK)/pip/*.whl
+	rm -rf $(SDIST_CHECK)
+
+# twine check --strict (what PyPI's upload checks) on the Linux wheel and the
+# sdist, with Debian 13's twine 6.1 in the chroot .ci/trixie-chroot.sh builds
+# (Debian 12's twine 4.0.2 cannot read Metadata-Version 2.4).
+twine-check:
+	bash .ci/twine-check.sh
+
+# The conda-forge recipe (TestRecipe: the binary's version, the sdist's file
+# name, the sha256's shape, the tests, the licence), then filled in from a
+# real sdist: its sha256 line must be that sdist's.
+RECIPE_CHECK := .cache/recipe-check
+recipe-check:
+	$(GO) test -count=1 -run '^(TestRecipe|TestFillRecipe)$$' ./cmd/internal/mkwheel
+	rm -rf $(RECIPE_CHECK)
+	$(MAKE) -s recipe DIST=$(RECIPE_CHECK) RECIPE_OUT=$(RECIPE_CHECK)/recipe.yaml
+	@sdist=$$(ls $(RECIPE_CHECK)/*.tar.gz) && sum=$$(sha256sum < $$sdist | cut -d' ' -f1) && \
+		grep -qx "  sha256: $$sum" $(RECIPE_CHECK)/recipe.yaml && \
+		echo "recipe-check: make recipe filled in $$(basename $$sdist)'s sha256"
+	rm -rf $(RECIPE_CHECK)
 
 clean:
 	rm -rf bin $(DIST)

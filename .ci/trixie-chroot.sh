@@ -17,8 +17,10 @@ DIR=${1:-${MEGANE_TRIXIE:-/var/cache/megane-trixie}}
 # python3-aiohttp is what the real jupyter-server-proxy 4.4 needs besides
 # jupyter_server (issue 24: the tests copy it and simpervisor from
 # ../shared/vendor, which no registry here carries); python3-venv gives the
-# venv and pip the Hub test installs the bridge's wheel with.
-PKGS="python3-jupyter-server jupyterhub wine64 python3-aiohttp python3-venv"
+# venv and pip the Hub test installs the bridge's wheel with. twine (6.1)
+# is what make twine-check runs (issue 25): Debian 12's 4.0.2 cannot read
+# the wheel's and the sdist's Metadata-Version 2.4.
+PKGS="python3-jupyter-server jupyterhub wine64 python3-aiohttp python3-venv twine"
 STAMP="$DIR/.megane-trixie-ready"
 WANT="trixie: $PKGS"
 

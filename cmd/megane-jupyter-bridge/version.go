@@ -16,10 +16,21 @@ func printVersion(w io.Writer) {
 	fmt.Fprintln(w, "go:", runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
 }
 
-// buildCommit is the commit the binary was built from: the VCS revision go
-// build stamps in a checkout ("+dirty" when files were modified), else the
-// module version go install …@vX records, else why neither is known.
+// commit is the commit the wheels' binaries were built from, stamped by
+// mkwheel (-ldflags "-X main.commit=…"; "+dirty" when the checkout had
+// changes). mkwheel builds with -buildvcs=false so that a wheel built from
+// the sdist, which has no .git but carries this commit, is the same bytes
+// as one built from the checkout.
+var commit string
+
+// buildCommit is the commit the binary was built from: the one mkwheel
+// stamped, else the VCS revision go build stamps in a checkout ("+dirty"
+// when files were modified), else the module version go install …@vX
+// records, else why none is known.
 func buildCommit() string {
+	if commit != "" {
+		return commit
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "unknown (no build information in the binary)"

@@ -162,12 +162,18 @@ func TestWheelInstall(t *testing.T) {
 	if fi, err := os.Stat(bin); err != nil || fi.Mode().Perm()&0o111 == 0 {
 		t.Fatalf("command[0] %s is not an executable file: %v %v", bin, fi.Mode(), err)
 	}
-	// The installed binary, and the console script, are this version.
+	// The installed binary, and the console script, are this version, and
+	// say the commit mkwheel stamped (-X main.commit: the wheel's build has
+	// no VCS stamp of go build's own).
+	head, gitErr := exec.Command("git", "rev-parse", "HEAD").Output()
 	for _, cmd := range [][]string{{bin, "version"}, {filepath.Join(venv, "bin", "megane-jupyter-bridge"), "version"}, {vpy, "-m", "megane_jupyter_bridge", "version"}} {
 		out := runOK(t, "", cmd[0], cmd[1:]...)
 		lines := strings.Split(out, "\n")
 		if lines[0] != "megane-jupyter-bridge "+version || !strings.Contains(out, "\ncommit: ") || !strings.Contains(out, "\ngo: "+runtime.Version()+" linux/") {
 			t.Errorf("%s: %q, want version %s, a commit line and go %s", strings.Join(cmd, " "), out, version, runtime.Version())
+		}
+		if gitErr == nil && !strings.Contains(out, "\ncommit: "+strings.TrimSpace(string(head))) {
+			t.Errorf("%s: %q, want the commit line to name HEAD, %s", strings.Join(cmd, " "), out, head)
 		}
 	}
 

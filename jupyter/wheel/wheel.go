@@ -3,11 +3,16 @@
 // megane_jupyter_bridge (embedded from this directory) whose
 // jupyter_serverproxy_servers entry point registers that binary with
 // jupyter-server-proxy, and the *.dist-info metadata pip reads. It also
-// reads a wheel back and checks its RECORD (Verify).
+// reads a wheel back and checks its RECORD (Verify). It writes the source
+// distribution too (WriteSdist, sdist.go): the module's files it is given,
+// PKG-INFO and a pyproject.toml naming the in-tree PEP 517 backend
+// (pep517/megane_build_backend.py), as reproducible bytes; VerifySdist
+// reads one back.
 //
-// It owns the wheel's layout, its platform tags (taken from the binary
-// itself) and its metadata. It never builds binaries, never runs Python and
-// never installs anything.
+// It owns the wheel's and the sdist's layout, the wheel's platform tags
+// (taken from the binary itself) and the metadata of both. It never builds
+// binaries, never chooses the sdist's files (mkwheel asks go list and git),
+// never runs Python and never installs anything.
 package wheel
 
 import (

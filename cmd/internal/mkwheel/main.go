@@ -1,46 +1,105 @@
-// Command mkwheel builds the bridge's wheels (make wheels): for each
-// GOOS/GOARCH given, the statically linked binary (CGO_ENABLED=0,
-// -trimpath), then a wheel holding it (package jupyter/wheel). The wheels'
-// version is what the host build's version command prints, so the wheels
-// and the binaries say the same.
+// Command mkwheel builds the bridge's wheels (make wheels) and its source
+// distribution (make sdist): for each GOOS/GOARCH given, the statically
+// linked binary (CGO_ENABLED=0, -trimpath), then a wheel holding it
+// (package jupyter/wheel). The version is what the host build's version
+// command prints, so the wheels, the sdist and the binaries say the same.
 //
 //	go run ./cmd/internal/mkwheel [-out dist] [GOOS/GOARCH ...]
+//	go run ./cmd/internal/mkwheel -sdist [-out dist]
+//	go run ./cmd/internal/mkwheel -verify FILE.whl|FILE.tar.gz ...
+//	go run ./cmd/internal/mkwheel -recipe recipe/recipe.yaml SDIST > recipe.yaml
 //
-// Without platforms it writes all of wheel.Platforms. It runs offline: it
-// needs the Go toolchain and the module cache, nothing else. It holds no
-// logic of its own beyond running go build, and never downloads anything.
+// Without platforms it writes all of wheel.Platforms. The binaries are
+// built with -buildvcs=false and the commit stamped with -ldflags -X
+// (from git in a checkout, from the sdist's COMMIT file in an sdist), so
+// the wheel built from the sdist (whose PEP 517 backend runs this command)
+// is the same bytes as the one built from the checkout. The sdist holds
+// the module's files the binary and this command need (go list -deps for
+// every wheel platform, tracked by git), go.sum, LICENSE and README.md.
+// -recipe prints the conda-forge recipe with the sdist's sha256 in place
+// of its placeholder.
+//
+// It runs offline: it needs the Go toolchain, the module cache and (for
+// the commit and the sdist's file list in a checkout) git, nothing else.
+// It never downloads anything and never runs Python.
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter/wheel"
 )
 
-const mainPackage = "./cmd/megane-jupyter-bridge"
+const (
+	mainPackage    = "./cmd/megane-jupyter-bridge"
+	mkwheelPackage = "./cmd/internal/mkwheel"
+	// recipePlaceholder is recipe/recipe.yaml's source sha256 until -recipe
+	// fills in the sdist's (the release does: make recipe).
+	recipePlaceholder = "SDIST_SHA256_FILLED_IN_BY_MAKE_RECIPE"
+)
+
+// sdistExtras are the module's files the sdist holds besides the
+// packages' (go list): the build needs go.sum and the backend; LICENSE and
+// README.md go with every copy.
+var sdistExtras = []string{"go.mod", "go.sum", "LICENSE", "README.md", wheel.BackendPath + "/" + wheel.BackendModule + ".py"}
 
 func main() {
-	out := flag.String("out", "dist", "directory to write the wheels into")
+	out := flag.String("out", "dist", "directory to write the wheels or the sdist into")
+	sdist := flag.Bool("sdist", false, "write the source distribution instead of wheels")
+	verify := flag.Bool("verify", false, "check the wheels and sdists named as arguments instead of building")
+	recipe := flag.String("recipe", "", "print this conda-forge recipe with the sha256 of the sdist named as argument filled in")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: mkwheel [-out DIR] [GOOS/GOARCH ...] (default: %s)\n", strings.Join(wheel.Platforms, " "))
+		fmt.Fprintf(os.Stderr, "usage: mkwheel [-out DIR] [GOOS/GOARCH ...] (default: %s)\n       mkwheel -sdist [-out DIR]\n       mkwheel -verify FILE ...\n       mkwheel -recipe recipe/recipe.yaml SDIST\n", strings.Join(wheel.Platforms, " "))
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	platforms := flag.Args()
-	if len(platforms) == 0 {
-		platforms = wheel.Platforms
-	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(context.Background(), *out, platforms, log); err != nil {
+	ctx := context.Background()
+	var err error
+	switch {
+	case *verify:
+		err = verifyFiles(os.Stdout, flag.Args())
+	case *recipe != "":
+		if flag.NArg() != 1 {
+			err = errors.New("-recipe takes one argument: the sdist whose sha256 to fill in")
+			break
+		}
+		var rendered []byte
+		if rendered, err = renderRecipe(*recipe, flag.Arg(0)); err == nil {
+			_, err = os.Stdout.Write(rendered)
+		}
+	case *sdist:
+		if flag.NArg() != 0 {
+			err = errors.New("-sdist takes no platforms: the sdist builds for the machine that builds it")
+			break
+		}
+		err = runSdist(ctx, *out, log)
+	default:
+		platforms := flag.Args()
+		if len(platforms) == 0 {
+			platforms = wheel.Platforms
+		}
+		err = run(ctx, *out, platforms, log)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "mkwheel:", err)
 		os.Exit(1)
 	}
@@ -57,8 +116,12 @@ func run(ctx context.Context, out string, platforms []string, log *slog.Logger) 
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	commit, err := sourceCommit(ctx)
+	if err != nil {
+		return err
+	}
 	host := runtime.GOOS + "/" + runtime.GOARCH
-	hostBin, err := build(ctx, host, tmp)
+	hostBin, err := build(ctx, host, commit, tmp)
 	if err != nil {
 		return err
 	}
@@ -74,7 +137,7 @@ func run(ctx context.Context, out string, platforms []string, log *slog.Logger) 
 	for _, p := range platforms {
 		bin := hostBin
 		if p != host {
-			if bin, err = build(ctx, p, tmp); err != nil {
+			if bin, err = build(ctx, p, commit, tmp); err != nil {
 				log.Error("build failed", "platform", p, "error", err)
 				failed = append(failed, p)
 				continue
@@ -94,16 +157,297 @@ func run(ctx context.Context, out string, platforms []string, log *slog.Logger) 
 	return nil
 }
 
+// runSdist writes the source distribution into out and prints its path.
+func runSdist(ctx context.Context, out string, log *slog.Logger) error {
+	if _, err := os.Stat("go.mod"); err != nil {
+		return errors.New("run from the module's root (no go.mod here)")
+	}
+	tmp, err := os.MkdirTemp("", "mkwheel-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	commit, err := sourceCommit(ctx)
+	if err != nil {
+		return err
+	}
+	bin, err := build(ctx, runtime.GOOS+"/"+runtime.GOARCH, commit, tmp)
+	if err != nil {
+		return err
+	}
+	version, err := binaryVersion(ctx, bin)
+	if err != nil {
+		return err
+	}
+	names, err := sdistFiles(ctx)
+	if err != nil {
+		return err
+	}
+	when, err := wheel.SourceDate(os.Getenv("SOURCE_DATE_EPOCH"))
+	if err != nil {
+		return err
+	}
+	files := make([]wheel.SourceFile, 0, len(names))
+	for _, n := range names {
+		data, err := os.ReadFile(filepath.FromSlash(n))
+		if err != nil {
+			return fmt.Errorf("the sdist needs %s: %w", n, err)
+		}
+		files = append(files, wheel.SourceFile{Name: n, Data: data})
+	}
+	p, err := wheel.WriteSdist(wheel.SdistOptions{Version: version, Files: files, Commit: commit, Time: when, Dir: out, Logger: log})
+	if err != nil {
+		return err
+	}
+	fmt.Println(p)
+	return nil
+}
+
+// sourceCommit is the commit to stamp into the binaries: the sdist's
+// CommitFile when there is one, else HEAD of the git checkout whose root
+// is here ("+dirty" when git status lists anything, as go build's
+// vcs.modified), else "" (not known: nothing is stamped).
+func sourceCommit(ctx context.Context) (string, error) {
+	if data, err := os.ReadFile(wheel.CommitFile); err == nil {
+		c := strings.TrimSpace(string(data))
+		if c == "" || strings.ContainsAny(c, " \t\n'\"") {
+			return "", fmt.Errorf("%s holds %q, not a commit", wheel.CommitFile, data)
+		}
+		return c, nil
+	}
+	top, err := gitOutput(ctx, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return "", nil // not a checkout (or no git): no commit
+	}
+	here, _ := filepath.Abs(".")
+	if !sameDir(strings.TrimSpace(top), here) {
+		return "", nil // inside another checkout (an unpacked sdist under a repository)
+	}
+	rev, err := gitOutput(ctx, "rev-parse", "HEAD")
+	if err != nil {
+		return "", fmt.Errorf("git rev-parse HEAD: %w", err)
+	}
+	status, err := gitOutput(ctx, "status", "--porcelain")
+	if err != nil {
+		return "", fmt.Errorf("git status: %w", err)
+	}
+	c := strings.TrimSpace(rev)
+	if strings.TrimSpace(status) != "" {
+		c += "+dirty"
+	}
+	return c, nil
+}
+
+func sameDir(a, b string) bool {
+	ai, err1 := os.Stat(a)
+	bi, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(ai, bi)
+}
+
+func gitOutput(ctx context.Context, args ...string) (string, error) {
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return string(out), nil
+}
+
+// listedPackage is what sdistFiles reads from go list -json.
+type listedPackage struct {
+	Dir        string
+	ImportPath string
+	Module     *struct{ Main bool }
+	GoFiles    []string
+	EmbedFiles []string
+	SFiles     []string
+	HFiles     []string
+	Error      *struct{ Err string }
+}
+
+// sdistFiles lists, sorted, the module's files the sdist holds: every
+// non-test file go list names (Go, assembly, embedded) of the module's
+// packages the binary and mkwheel import, for every wheel platform, and
+// sdistExtras. In a git checkout each must be tracked (the sdist is what
+// was committed, plus any local changes to those files, which the commit's
+// "+dirty" says).
+func sdistFiles(ctx context.Context) ([]string, error) {
+	root, _ := filepath.Abs(".")
+	set := map[string]bool{}
+	for _, n := range sdistExtras {
+		set[n] = true
+	}
+	for _, p := range wheel.Platforms {
+		goos, goarch, _ := strings.Cut(p, "/")
+		cmd := exec.CommandContext(ctx, "go", "list", "-deps", "-json=Dir,ImportPath,Module,GoFiles,EmbedFiles,SFiles,HFiles,Error", mainPackage, mkwheelPackage)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("go list for %s: %w\n%s", p, err, strings.TrimSpace(stderr.String()))
+		}
+		dec := json.NewDecoder(bytes.NewReader(out))
+		for {
+			var pkg listedPackage
+			if err := dec.Decode(&pkg); err == io.EOF {
+				break
+			} else if err != nil {
+				return nil, fmt.Errorf("go list for %s: %w", p, err)
+			}
+			if pkg.Module == nil || !pkg.Module.Main {
+				continue
+			}
+			if pkg.Error != nil {
+				return nil, fmt.Errorf("go list for %s: %s: %s", p, pkg.ImportPath, pkg.Error.Err)
+			}
+			rel, err := filepath.Rel(root, pkg.Dir)
+			if err != nil || !filepath.IsLocal(rel) && rel != "." {
+				return nil, fmt.Errorf("package %s is in %s, outside %s", pkg.ImportPath, pkg.Dir, root)
+			}
+			for _, group := range [][]string{pkg.GoFiles, pkg.EmbedFiles, pkg.SFiles, pkg.HFiles} {
+				for _, f := range group {
+					set[path.Join(filepath.ToSlash(rel), f)] = true
+				}
+			}
+		}
+	}
+	if tracked, err := trackedFiles(ctx, root); err != nil {
+		return nil, err
+	} else if tracked != nil {
+		for n := range set {
+			if !tracked[n] {
+				return nil, fmt.Errorf("the sdist needs %s, which git does not track: git add it (or stop needing it)", n)
+			}
+		}
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
+		if _, err := os.Stat(filepath.FromSlash(n)); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("the sdist needs %s, which is missing", n)
+		}
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// trackedFiles is the set of files git tracks in the checkout whose root is
+// root; nil when root is not a checkout's root (an unpacked sdist).
+func trackedFiles(ctx context.Context, root string) (map[string]bool, error) {
+	top, err := gitOutput(ctx, "rev-parse", "--show-toplevel")
+	if err != nil || !sameDir(strings.TrimSpace(top), root) {
+		return nil, nil
+	}
+	out, err := gitOutput(ctx, "ls-files", "-z")
+	if err != nil {
+		return nil, fmt.Errorf("git ls-files: %w", err)
+	}
+	set := map[string]bool{}
+	for _, n := range strings.Split(out, "\x00") {
+		if n != "" {
+			set[n] = true
+		}
+	}
+	return set, nil
+}
+
+// verifyFiles checks each wheel (wheel.Verify) and sdist
+// (wheel.VerifySdist) and prints one line for each.
+func verifyFiles(w io.Writer, files []string) error {
+	if len(files) == 0 {
+		return errors.New("-verify: name the wheels and sdists to check")
+	}
+	for _, f := range files {
+		switch {
+		case strings.HasSuffix(f, ".whl"):
+			info, err := wheel.Verify(f)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "%s: %s %s, %d files, tags %s, RECORD matches\n", filepath.Base(f), info.Name, info.Version, len(info.Files), strings.Join(info.Tags, "."))
+		case strings.HasSuffix(f, ".tar.gz"):
+			info, err := wheel.VerifySdist(f)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "%s: %s %s, %d files, commit %s, backend %s\n", filepath.Base(f), info.Name, info.Version, len(info.Files), info.Commit, info.Pyproject.BuildSystem.BuildBackend)
+		default:
+			return fmt.Errorf("%s: neither a wheel (.whl) nor an sdist (.tar.gz)", f)
+		}
+	}
+	return nil
+}
+
+// renderRecipe returns the recipe template with its one source sha256
+// line's placeholder replaced by the sdist's sha256, after checking that
+// the sdist is the file the recipe's source url names.
+func renderRecipe(template, sdist string) ([]byte, error) {
+	tmpl, err := os.ReadFile(template)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(sdist)
+	if err != nil {
+		return nil, err
+	}
+	info, err := wheel.VerifySdist(sdist)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	return fillRecipe(tmpl, info.Version, hex.EncodeToString(sum[:]))
+}
+
+// fillRecipe puts sum in place of the placeholder of the recipe's one
+// "sha256: " line, after checking that the recipe's context version is
+// version.
+func fillRecipe(tmpl []byte, version, sum string) ([]byte, error) {
+	var out bytes.Buffer
+	var filled, versioned int
+	sc := bufio.NewScanner(bytes.NewReader(tmpl))
+	for sc.Scan() {
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(trimmed, "version: "); ok && strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "    ") && versioned == 0 {
+			if strings.Trim(v, `"'`) != version {
+				return nil, fmt.Errorf("the recipe's context version is %s, the sdist's %s: change the recipe", v, version)
+			}
+			versioned++
+		}
+		if v, ok := strings.CutPrefix(trimmed, "sha256: "); ok {
+			if strings.Trim(v, `"'`) != recipePlaceholder {
+				return nil, fmt.Errorf("the recipe's sha256 is %s, not the placeholder %s", v, recipePlaceholder)
+			}
+			line = strings.Replace(line, recipePlaceholder, sum, 1)
+			filled++
+		}
+		out.WriteString(line + "\n")
+	}
+	if filled != 1 || versioned != 1 {
+		return nil, fmt.Errorf("the recipe has %d sha256 lines and %d context version lines, not one of each", filled, versioned)
+	}
+	return out.Bytes(), nil
+}
+
 // build builds the bridge for platform into a directory of its own under
-// tmp and returns the binary's path.
-func build(ctx context.Context, platform, tmp string) (string, error) {
+// tmp and returns the binary's path. -buildvcs=false and the commit as
+// -X main.commit: a build from the sdist (no .git) gives the same bytes.
+// With -trimpath go build records no -ldflags in the binary.
+func build(ctx context.Context, platform, commit, tmp string) (string, error) {
 	goos, goarch, _ := strings.Cut(platform, "/")
 	name := "megane-jupyter-bridge"
 	if goos == "windows" {
 		name += ".exe"
 	}
 	bin := filepath.Join(tmp, goos+"_"+goarch, name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=auto", "-o", bin, mainPackage)
+	args := []string{"build", "-trimpath", "-buildvcs=false"}
+	if commit != "" {
+		args = append(args, "-ldflags=-X main.commit="+commit)
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "-o", bin, mainPackage)...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = os.Stderr, &stderr

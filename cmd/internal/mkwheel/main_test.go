@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter/wheel"
+)
+
+// recipe is the part of recipe/recipe.yaml (conda-forge's v1 format) the
+// tests read; unknown keys are refused, so a misspelt one fails.
+type recipe struct {
+	Context map[string]string `yaml:"context"`
+	Package struct {
+		Name    string `yaml:"name"`
+		Version string `yaml:"version"`
+	} `yaml:"package"`
+	Source struct {
+		URL    string `yaml:"url"`
+		SHA256 string `yaml:"sha256"`
+	} `yaml:"source"`
+	Build struct {
+		Number *int     `yaml:"number"`
+		Skip   []string `yaml:"skip"`
+		Script []string `yaml:"script"`
+	} `yaml:"build"`
+	Requirements struct {
+		Build []string `yaml:"build"`
+		Host  []string `yaml:"host"`
+		Run   []string `yaml:"run"`
+	} `yaml:"requirements"`
+	Tests []struct {
+		Python *struct {
+			Imports []string `yaml:"imports"`
+		} `yaml:"python"`
+		Script []string `yaml:"script"`
+	} `yaml:"tests"`
+	About struct {
+		Homepage    string   `yaml:"homepage"`
+		Repository  string   `yaml:"repository"`
+		License     string   `yaml:"license"`
+		LicenseFile []string `yaml:"license_file"`
+		Summary     string   `yaml:"summary"`
+	} `yaml:"about"`
+	Extra struct {
+		Maintainers []string `yaml:"recipe-maintainers"`
+	} `yaml:"extra"`
+}
+
+var (
+	recipePath = filepath.Join("..", "..", "..", "recipe", "recipe.yaml")
+	jinjaVar   = regexp.MustCompile(`\$\{\{\s*([a-z_]+)\s*\}\}`)
+	sha256Hex  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+func parseRecipe(t *testing.T, data []byte) *recipe {
+	t.Helper()
+	var r recipe
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&r); err != nil {
+		t.Fatalf("recipe: %v", err)
+	}
+	return &r
+}
+
+// expand replaces the recipe's ${{ name }} and ${{ version }} with its
+// context's values, as rattler-build does.
+func (r *recipe) expand(s string) string {
+	return jinjaVar.ReplaceAllStringFunc(s, func(m string) string {
+		if v, ok := r.Context[jinjaVar.FindStringSubmatch(m)[1]]; ok {
+			return v
+		}
+		return m
+	})
+}
+
+// hostBinaryVersion builds the bridge as mkwheel does (from the module's
+// root, where the test then stays) and returns what its version command
+// prints first.
+func hostBinaryVersion(t *testing.T) string {
+	t.Helper()
+	t.Chdir(filepath.Join("..", "..", ".."))
+	bin, err := build(context.Background(), runtime.GOOS+"/"+runtime.GOARCH, "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := binaryVersion(context.Background(), bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestRecipe: the checked-in conda-forge recipe names the binary's
+// version, downloads exactly the sdist mkwheel writes (PEP 625 name) from
+// PyPI, has the placeholder or a real sha256, builds with Go through the
+// sdist's backend, tests the console script and the import, and says MIT
+// with the licence file.
+func TestRecipe(t *testing.T) {
+	data, err := os.ReadFile(recipePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := parseRecipe(t, data)
+	v := hostBinaryVersion(t)
+	if r.Context["name"] != wheel.Name || r.Context["version"] != v {
+		t.Errorf("context is %v, want name %s and version %s (the binary's)", r.Context, wheel.Name, v)
+	}
+	if r.expand(r.Package.Name) != wheel.Name || r.expand(r.Package.Version) != v {
+		t.Errorf("package is %s %s, want %s %s", r.Package.Name, r.Package.Version, wheel.Name, v)
+	}
+	url := r.expand(r.Source.URL)
+	if want := "https://pypi.org/packages/source/m/" + wheel.Name + "/"; !strings.HasPrefix(url, want) {
+		t.Errorf("source url %s is not under %s", url, want)
+	}
+	if path.Base(url) != wheel.SdistName(v) {
+		t.Errorf("source url names %s, the sdist is %s", path.Base(url), wheel.SdistName(v))
+	}
+	if r.Source.SHA256 != recipePlaceholder && !sha256Hex.MatchString(r.Source.SHA256) {
+		t.Errorf("source sha256 %q is neither 64 hex digits nor the placeholder %s", r.Source.SHA256, recipePlaceholder)
+	}
+	if r.Build.Number == nil || *r.Build.Number != 0 {
+		t.Errorf("build number %v, want 0 for a new version", r.Build.Number)
+	}
+	script := strings.Join(r.Build.Script, "\n")
+	for _, want := range []string{"-m pip install . ", "--no-deps", "--no-build-isolation", "go-licenses save "} {
+		if !strings.Contains(script, want) {
+			t.Errorf("build script %q lacks %q", script, want)
+		}
+	}
+	if !slices.Contains(r.Requirements.Build, "${{ compiler('go-nocgo') }}") {
+		t.Errorf("requirements.build %v lacks the go-nocgo compiler", r.Requirements.Build)
+	}
+	if !slices.Contains(r.Requirements.Host, "python") || !slices.Contains(r.Requirements.Host, "pip") {
+		t.Errorf("requirements.host %v, want python and pip", r.Requirements.Host)
+	}
+	var runReqs []string
+	for _, req := range r.Requirements.Run {
+		runReqs = append(runReqs, strings.ReplaceAll(req, " ", ""))
+	}
+	if !slices.Contains(runReqs, "python") || !slices.Contains(runReqs, wheel.RequiresDist) {
+		t.Errorf("requirements.run %v, want python and %s (the wheel's Requires-Dist)", r.Requirements.Run, wheel.RequiresDist)
+	}
+	var imports, scripts []string
+	for _, tc := range r.Tests {
+		if tc.Python != nil {
+			imports = append(imports, tc.Python.Imports...)
+		}
+		scripts = append(scripts, tc.Script...)
+	}
+	if !slices.Contains(imports, wheel.Package) {
+		t.Errorf("tests import %v, not %s", imports, wheel.Package)
+	}
+	if !slices.Contains(scripts, wheel.Name+" version") {
+		t.Errorf("test scripts %v do not run %q (the wheel's console script)", scripts, wheel.Name+" version")
+	}
+	if r.About.License != wheel.License || !slices.Contains(r.About.LicenseFile, "LICENSE") {
+		t.Errorf("about: license %q, license_file %v; want %s and LICENSE", r.About.License, r.About.LicenseFile, wheel.License)
+	}
+	if r.About.Summary != wheel.Summary || r.About.Homepage == "" {
+		t.Errorf("about: summary %q (want the wheel's), homepage %q", r.About.Summary, r.About.Homepage)
+	}
+	if len(r.Extra.Maintainers) == 0 {
+		t.Error("extra: no recipe-maintainers")
+	}
+}
+
+// TestFillRecipe: make recipe puts the sdist's sha256 in place of the
+// placeholder and changes nothing else; a recipe for another version, or
+// one whose sha256 is already filled in, is refused.
+func TestFillRecipe(t *testing.T) {
+	tmpl, err := os.ReadFile(recipePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := parseRecipe(t, tmpl)
+	sum := strings.Repeat("0123456789abcdef", 4)
+	out, err := fillRecipe(tmpl, r.Context["version"], sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filled := parseRecipe(t, out)
+	if filled.Source.SHA256 != sum {
+		t.Fatalf("filled recipe's sha256 is %q, want %s", filled.Source.SHA256, sum)
+	}
+	if got := bytes.Replace(out, []byte(sum), []byte(recipePlaceholder), 1); !bytes.Equal(got, tmpl) {
+		t.Fatalf("filling changed more than the sha256:\n%s", out)
+	}
+	if _, err := fillRecipe(tmpl, "9.9.9", sum); err == nil || !strings.Contains(err.Error(), "context version") {
+		t.Fatalf("a recipe for another version: got %v, want an error naming the context version", err)
+	}
+	if _, err := fillRecipe(out, r.Context["version"], sum); err == nil || !strings.Contains(err.Error(), "placeholder") {
+		t.Fatalf("an already filled recipe: got %v, want an error naming the placeholder", err)
+	}
+}
+
+// TestBackendWithoutGo: the sdist's PEP 517 backend, run where Go is not
+// on PATH, fails with the one line saying what is needed (go.mod's
+// version), not a traceback.
+func TestBackendWithoutGo(t *testing.T) {
+	// The interpreter itself, not a launcher (pyenv's is a shell script
+	// that needs PATH).
+	exe, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Skipf("no python3: %v", err)
+	}
+	python := strings.TrimSpace(string(exe))
+	gomod, err := os.ReadFile(filepath.Join("..", "..", "..", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goLine := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(gomod)
+	if goLine == nil {
+		t.Fatal("go.mod has no go line")
+	}
+	backend, _ := filepath.Abs(filepath.Join("..", "..", "..", filepath.FromSlash(wheel.BackendPath)))
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "go.mod"), gomod, 0o644)
+	emptyPath := t.TempDir() // python3 by its absolute path; no go anywhere on PATH
+	cmd := exec.Command(python, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import "+wheel.BackendModule+" as b; b.build_wheel(sys.argv[2])", backend, t.TempDir())
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "PATH="+emptyPath)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	want := "building megane-jupyter-bridge from source needs Go >= " + string(goLine[1]) + " on PATH"
+	if got := strings.TrimRight(stderr.String(), "\r\n"); err == nil || got != want { // one line (\r\n on Windows)
+		t.Fatalf("without Go: %v, stderr %q, want exit status 1 and %q", err, stderr.String(), want)
+	}
+}
+
+// TestSourceCommit: an sdist's COMMIT file is the commit (a checkout's
+// git is not asked), and one that holds no commit is refused.
+func TestSourceCommit(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	os.WriteFile(wheel.CommitFile, []byte("0123abcd+dirty\n"), 0o644)
+	if c, err := sourceCommit(context.Background()); err != nil || c != "0123abcd+dirty" {
+		t.Fatalf("got %q %v, want the COMMIT file's 0123abcd+dirty", c, err)
+	}
+	os.WriteFile(wheel.CommitFile, []byte("x y\n"), 0o644)
+	if c, err := sourceCommit(context.Background()); err == nil {
+		t.Fatalf("COMMIT holding %q: got %q, want an error", "x y", c)
+	}
+	os.Remove(wheel.CommitFile)
+	if c, err := sourceCommit(context.Background()); err != nil || c != "" {
+		t.Fatalf("no COMMIT, no checkout: got %q %v, want no commit", c, err)
+	}
+}
