@@ -1,6 +1,7 @@
 package bridgetest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
@@ -145,19 +147,25 @@ func (p *Page) readLoop() {
 			p.maxFrame = len(data)
 		}
 		p.mu.Unlock()
-		whole, err := p.reassemble(data)
-		if err != nil {
-			p.mu.Lock()
-			p.err = err
-			p.cond.Broadcast()
-			p.mu.Unlock()
-			p.Conn.Close()
-			return
+		// Each frame is parsed once; a chunk's data is unescaped straight
+		// into its sequence's buffer, and the whole message parsed once
+		// it is complete.
+		m, err := parseMsg(data)
+		if err == nil && m.Type == "tools:chunk" && m.Fields["data"] != nil {
+			whole, err := p.reassemble(m)
+			if err != nil {
+				p.mu.Lock()
+				p.err = err
+				p.cond.Broadcast()
+				p.mu.Unlock()
+				p.Conn.Close()
+				return
+			}
+			if whole == nil {
+				continue
+			}
+			m, err = parseMsg(whole)
 		}
-		if whole == nil {
-			continue
-		}
-		m, err := parseMsg(whole)
 		p.mu.Lock()
 		if err != nil {
 			p.err = err
@@ -169,22 +177,20 @@ func (p *Page) readLoop() {
 	}
 }
 
-func (p *Page) reassemble(frame []byte) ([]byte, error) {
+// reassemble adds chunk frame m to its sequence, and returns the whole
+// message once the sequence is complete (nil before).
+func (p *Page) reassemble(m *Msg) ([]byte, error) {
 	var head struct {
-		Type  string          `json:"type"`
-		ID    json.RawMessage `json:"id"`
-		Seq   int             `json:"seq"`
-		Count int             `json:"count"`
-		Size  int             `json:"size"`
-		Data  *string         `json:"data"`
+		Seq   int `json:"seq"`
+		Count int `json:"count"`
+		Size  int `json:"size"`
 	}
-	if err := json.Unmarshal(frame, &head); err != nil {
-		return nil, fmt.Errorf("bridge sent a frame that is not JSON: %w", err)
+	for k, v := range map[string]*int{"seq": &head.Seq, "count": &head.Count, "size": &head.Size} {
+		if err := json.Unmarshal(m.Fields[k], v); err != nil {
+			return nil, fmt.Errorf("chunk frame's %q: %w", k, err)
+		}
 	}
-	if head.Type != "tools:chunk" || head.Data == nil {
-		return frame, nil
-	}
-	key := string(head.ID)
+	key := string(m.ID)
 	seq := p.chunks[key]
 	if seq == nil {
 		if head.Seq != 0 {
@@ -196,7 +202,10 @@ func (p *Page) reassemble(frame []byte) ([]byte, error) {
 	if head.Seq != seq.next || head.Count != seq.count || head.Size != seq.size {
 		return nil, fmt.Errorf("chunk sequence %s out of order: seq %d, expected %d", key, head.Seq, seq.next)
 	}
-	seq.buf = append(seq.buf, *head.Data...)
+	var err error
+	if seq.buf, err = appendUnquoted(seq.buf, m.Fields["data"]); err != nil {
+		return nil, fmt.Errorf("chunk sequence %s, seq %d: %w", key, head.Seq, err)
+	}
 	seq.next++
 	if seq.next < seq.count {
 		return nil, nil
@@ -206,6 +215,90 @@ func (p *Page) reassemble(frame []byte) ([]byte, error) {
 		return nil, fmt.Errorf("chunk sequence %s: %d bytes, size says %d", key, len(seq.buf), seq.size)
 	}
 	return seq.buf, nil
+}
+
+// appendUnquoted appends the text of lit, a JSON string literal already
+// found valid, to dst: runs without escapes are copied whole. A lone
+// escaped surrogate becomes U+FFFD, as encoding/json decodes it; bytes
+// that are not UTF-8 are an error (the bridge must never send them).
+func appendUnquoted(dst, lit []byte) ([]byte, error) {
+	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
+		return dst, fmt.Errorf("\"data\" is not a string: %.40s", lit)
+	}
+	s := lit[1 : len(lit)-1]
+	if !utf8.Valid(s) {
+		return dst, errors.New("bytes that are not UTF-8 in a text frame")
+	}
+	for len(s) > 0 {
+		i := bytes.IndexByte(s, '\\')
+		if i < 0 {
+			return append(dst, s...), nil
+		}
+		dst = append(dst, s[:i]...)
+		if i+1 >= len(s) {
+			return dst, errors.New("a string ends in a backslash")
+		}
+		c := s[i+1]
+		s = s[i+2:]
+		switch c {
+		case '"', '\\', '/':
+			dst = append(dst, c)
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, ok := hex4(s)
+			if !ok {
+				return dst, errors.New("a bad \\u escape")
+			}
+			s = s[4:]
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(-1), false
+				if len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
+					r2, ok = hex4(s[2:])
+				}
+				if d := utf16.DecodeRune(r, r2); ok && d != utf8.RuneError {
+					r = d
+					s = s[6:]
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			dst = utf8.AppendRune(dst, r)
+		default:
+			return dst, fmt.Errorf("a bad escape \\%c", c)
+		}
+	}
+	return dst, nil
+}
+
+// hex4 reads four hex digits.
+func hex4(s []byte) (rune, bool) {
+	if len(s) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range s[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 func parseMsg(raw []byte) (*Msg, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,9 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 
@@ -99,37 +102,46 @@ func BenchmarkFloor(b *testing.B) {
 		calls(b, p)
 	})
 
-	b.Run("gorilla", func(b *testing.B) {
-		up := websocket.Upgrader{}
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ws, err := up.Upgrade(w, r, nil)
-			if err != nil {
-				return
-			}
-			defer ws.Close()
-			for {
-				var m struct {
-					Type string          `json:"type"`
-					ID   json.RawMessage `json:"id"`
-				}
-				if err := ws.ReadJSON(&m); err != nil {
-					return
-				}
-				wr, err := ws.NextWriter(websocket.TextMessage)
+	// A plain gorilla server answering each call with the reply around
+	// result: as one message, or (chunked) as the protocol's tools:chunk
+	// frames of at most 8 MiB, escaped per call as the bridge does, so the
+	// client's work is the same as with the bridge.
+	plain := func(chunked bool) func(b *testing.B) {
+		return func(b *testing.B) {
+			up := websocket.Upgrader{}
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ws, err := up.Upgrade(w, r, nil)
 				if err != nil {
 					return
 				}
-				fmt.Fprintf(wr, `{"type":%q,"id":%s,"ok":true,"result":`, m.Type, m.ID)
-				wr.Write(result)
-				io.WriteString(wr, "}")
-				if wr.Close() != nil {
-					return
+				defer ws.Close()
+				for seqID := 0; ; seqID++ {
+					var m struct {
+						Type string          `json:"type"`
+						ID   json.RawMessage `json:"id"`
+					}
+					if err := ws.ReadJSON(&m); err != nil {
+						return
+					}
+					reply := fmt.Appendf(nil, `{"type":%q,"id":%s,"ok":true,"result":`, m.Type, m.ID)
+					reply = append(append(reply, result...), '}')
+					frames := [][]byte{reply}
+					if chunked {
+						frames = chunkFrames(reply, "g"+strconv.Itoa(seqID), 8<<20)
+					}
+					for _, f := range frames {
+						if ws.WriteMessage(websocket.TextMessage, f) != nil {
+							return
+						}
+					}
 				}
-			}
-		}))
-		b.Cleanup(srv.Close)
-		calls(b, dial(b, "ws"+strings.TrimPrefix(srv.URL, "http")))
-	})
+			}))
+			b.Cleanup(srv.Close)
+			calls(b, dial(b, "ws"+strings.TrimPrefix(srv.URL, "http")))
+		}
+	}
+	b.Run("gorilla", plain(false))
+	b.Run("gorilla-chunked", plain(true))
 
 	b.Run("pipe", func(b *testing.B) {
 		b.SetBytes(int64(len(result)))
@@ -146,4 +158,52 @@ func BenchmarkFloor(b *testing.B) {
 			}
 		}
 	})
+}
+
+// chunkFrames cuts msg into tools:chunk frames of at most limit bytes, each
+// as full as it may be, cut between characters (PROTOCOL.md, "Chunks").
+func chunkFrames(msg []byte, id string, limit int) [][]byte {
+	budget := limit - 256 // the frame's other fields
+	// escaped bounds the length of p as a JSON string's contents.
+	escaped := func(p []byte) int {
+		n := 0
+		for _, c := range p {
+			switch {
+			case c == '"' || c == '\\' || c >= utf8.RuneSelf:
+				n += 2
+			case c < 0x20:
+				n += 6
+			default:
+				n++
+			}
+		}
+		return n
+	}
+	var pieces [][]byte
+	for rest := msg; len(rest) > 0; {
+		n := min(len(rest), budget)
+		for {
+			for n < len(rest) && !utf8.RuneStart(rest[n]) {
+				n--
+			}
+			e := escaped(rest[:n])
+			if e <= budget {
+				break
+			}
+			n -= e - budget
+		}
+		pieces = append(pieces, rest[:n])
+		rest = rest[n:]
+	}
+	var frames [][]byte
+	for seq, p := range pieces {
+		var data bytes.Buffer
+		enc := json.NewEncoder(&data)
+		enc.SetEscapeHTML(false)
+		enc.Encode(string(p))
+		f := fmt.Appendf(nil, `{"type":"tools:chunk","id":%q,"seq":%d,"count":%d,"size":%d,"data":`, id, seq, len(pieces), len(msg))
+		f = append(bytes.TrimRight(append(f, data.Bytes()...), "\n"), '}')
+		frames = append(frames, f)
+	}
+	return frames
 }
