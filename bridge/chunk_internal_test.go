@@ -104,3 +104,21 @@ func TestReassemblerTimer(t *testing.T) {
 	default:
 	}
 }
+
+// BenchmarkChunkFrames: a 40 MB result made of numbers and keys, as the
+// atoms tool writes, planned and escaped into 8 MiB chunk frames.
+func BenchmarkChunkFrames(b *testing.B) {
+	var msg []byte
+	for i := 0; len(msg) < 40<<20; i++ {
+		msg = fmt.Appendf(msg, `{"element":"C","x":%.6f,"y":%.6f,"z":%.6f},`, float64(i)*0.37, float64(i)*1.13, float64(i)*-0.71)
+	}
+	parts := [][]byte{[]byte(`{"type":"tools:call","id":1,"ok":true,"result":[`), msg[:len(msg)-1], []byte(`]}`)}
+	sink := frameSink(func([]byte) error { return nil })
+	scratch := make([]byte, 0, 32<<10)
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		if err := chunkFrames(parts, "b1", 8<<20, scratch, sink); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,8 @@ import (
 // Metrics: alone-ms/op and proxied-ms/op (one call each per op) and
 // proxied/alone, the ratio of the two (target ≤ 1.2).
 // MEGANE_TEST_PROXY_PROFILE=FILE writes a cProfile of the Jupyter server
-// (tornado's relay) per frame limit to FILE.<limit> (stand-in rows).
+// (tornado's relay) per frame limit to FILE.<limit> (stand-in rows), and
+// to FILE.real_proxy (the real jupyter-server-proxy's row).
 func BenchmarkJupyterHop(b *testing.B) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -57,16 +59,34 @@ func BenchmarkJupyterHop(b *testing.B) {
 			}
 		}
 		bin := inner + "/megane-jupyter-bridge"
+		files := map[string]string{
+			"config/jupyter_server_config.json": proxiedConfigMode(b, bin, bin, false, bridgetest.Mode{FixtureCalls: map[string]string{"atoms": inner + "/atoms.json"}}),
+			"admin/megane_jupyter_bridge.toml":  "[limits]\nframe_limit = \"8MiB\"\n",
+		}
+		profile := os.Getenv("MEGANE_TEST_PROXY_PROFILE")
+		if profile != "" {
+			// The server's main thread, where tornado and the proxy's
+			// aiohttp client run, profiled from its configuration on.
+			files["config/jupyter_server_config.py"] = "import atexit, cProfile\n_megane_profile = cProfile.Profile()\n_megane_profile.enable()\n" +
+				"atexit.register(_megane_profile.dump_stats, " + strconv.Quote(inner+"/proxy.prof") + ")\n"
+		}
 		j := jupytertest.Start(b, jupytertest.Spec{Root: root, RealServerProxy: true,
 			Env:    []string{asProgramEnv + "=1"},
 			DirEnv: map[string]string{"JUPYTER_CONFIG_PATH": "admin"},
-			Files: map[string]string{
-				"config/jupyter_server_config.json": proxiedConfigMode(b, bin, bin, false, bridgetest.Mode{FixtureCalls: map[string]string{"atoms": inner + "/atoms.json"}}),
-				"admin/megane_jupyter_bridge.toml":  "[limits]\nframe_limit = \"8MiB\"\n",
-			},
+			Files:  files,
 		})
 		// The real proxy logs the bridge's port for each socket.
 		hop(b, j, `ws://localhost:(\d+)/`)
+		if profile != "" {
+			j.Stop() // the profile is written at exit
+			data, err := os.ReadFile(filepath.Join(dir, "proxy.prof"))
+			if err != nil {
+				b.Fatalf("no profile from the Jupyter server: %v\n%s", err, j.Out)
+			}
+			if err := os.WriteFile(profile+".real_proxy", data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 	for _, frame := range []string{"1MiB", "2MiB", "4MiB", "8MiB"} {
 		b.Run("stand-in/jupyter_server=1.23/frame_limit="+frame, func(b *testing.B) {
