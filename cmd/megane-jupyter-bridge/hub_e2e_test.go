@@ -402,7 +402,7 @@ func bridgetestServersFile(t *testing.T, exe string) string {
 	return path
 }
 
-func copyExecutable(t *testing.T, from, to string) {
+func copyExecutable(t testing.TB, from, to string) {
 	t.Helper()
 	b, err := os.ReadFile(from)
 	if err != nil {

@@ -88,6 +88,26 @@ func BenchmarkJupyterHop(b *testing.B) {
 			}
 		}
 	})
+	b.Run("hub/jupyterhub=5.2+configurable-http-proxy+real_proxy/frame_limit=8MiB", func(b *testing.B) {
+		// The Hub test's deployment (hub_e2e_test.go): carol's server,
+		// spawned by JupyterHub 5 behind configurable-http-proxy, runs the
+		// real jupyter-server-proxy, which starts the bridge; the page
+		// speaks to the Hub's public address.
+		root := jupytertest.Trixie(b)
+		files := map[string]string{"home/carol/.jupyter/jupyter_server_config.py": jupytertest.HubExample(b, "jupyter_server_config.py")}
+		h := jupytertest.StartHub(b, jupytertest.HubSpec{Root: root, Config: hubE2EConfig, Files: files})
+		bin := filepath.Join(h.Inner, "bin", "megane-jupyter-bridge")
+		copyExecutable(b, exe, h.Path("bin/megane-jupyter-bridge"))
+		copyExecutable(b, fixture, h.Path("bin/atoms.json"))
+		cfgDir := h.Path("home/carol/.jupyter")
+		cfg := proxiedConfigMode(b, bin, bin, false, bridgetest.Mode{FixtureCalls: map[string]string{"atoms": filepath.Join(h.Inner, "bin", "atoms.json")}})
+		if err := os.WriteFile(filepath.Join(cfgDir, "jupyter_server_config.json"), []byte(cfg), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		jupytertest.RealServerProxy(b, root, h.Path("pylib"), cfgDir)
+		h.Spawn(b, "carol")
+		hopVia(b, h.Public+"user/carol/", h.Token(b, "carol", nil), h.HostHdr, h.Out, `ws://localhost:(\d+)/`)
+	})
 	for _, frame := range []string{"1MiB", "2MiB", "4MiB", "8MiB"} {
 		b.Run("stand-in/jupyter_server=1.23/frame_limit="+frame, func(b *testing.B) {
 			env := []string{asProgramEnv + "=1"}
@@ -111,20 +131,28 @@ func BenchmarkJupyterHop(b *testing.B) {
 // hop runs the alternating calls of BenchmarkJupyterHop against the bridge
 // behind j, whose port portRE finds in j's output once a socket is open.
 func hop(b *testing.B, j *jupytertest.Server, portRE string) {
-	token := http.Header{"Authorization": {"token " + j.Token}}
-	proxied, _, err := proxiedPage(b, j.URL, "", token)
+	hopVia(b, j.URL, j.Token, j.HostHdr, j.Out, portRE)
+}
+
+// hopVia is hop for the bridge behind publicBase (a Jupyter server's URL,
+// or a user's server's at a Hub's public address), admitted with token;
+// the bridge's own port is dialled with Host hostHdr, and found by portRE
+// in out.
+func hopVia(b *testing.B, publicBase, token, hostHdr string, out *bridgetest.Buffer, portRE string) {
+	auth := http.Header{"Authorization": {"token " + token}}
+	proxied, _, err := proxiedPage(b, publicBase, "", auth)
 	if err != nil {
-		b.Fatalf("through Jupyter: %v\n%s", err, j.Out)
+		b.Fatalf("through Jupyter: %v\n%s", err, out)
 	}
 	connectBridgetest(b, proxied)
-	m := regexp.MustCompile(portRE).FindStringSubmatch(j.Out.String())
+	m := regexp.MustCompile(portRE).FindStringSubmatch(out.String())
 	if m == nil {
-		b.Fatalf("no bridge port (%s) in Jupyter's output:\n%s", portRE, j.Out)
+		b.Fatalf("no bridge port (%s) in Jupyter's output:\n%s", portRE, out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	alone, _, err := bridgetest.Dial(ctx, "ws://127.0.0.1:"+m[1]+"/builder-tools/ws",
-		http.Header{"Authorization": {"token " + j.Token}, "Host": {j.HostHdr}})
+		http.Header{"Authorization": {"token " + token}, "Host": {hostHdr}})
 	if err != nil {
 		b.Fatalf("the bridge's own port: %v", err)
 	}
