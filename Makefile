@@ -128,11 +128,13 @@ fuzz-short fuzz:
 
 fuzz: FUZZTIME = 2m
 
-# The comparison table (bridge vs. a direct go-sdk client vs. supergateway;
-# README "Performance"), then the Go benchmarks (BenchmarkLoad: 50 tabs x 200 calls).
+# The comparison table (bridge vs. a direct go-sdk client vs. supergateway,
+# the floor and the Jupyter hop, whose Go benchmarks the harness runs itself;
+# cmd/internal/benchharness/README.md), then the other Go benchmarks
+# (BenchmarkLoad: 50 tabs x 200 calls).
 bench:
 	$(GO) run ./cmd/internal/benchharness
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 -timeout 30m ./...
+	$(GO) test -run '^$$' -bench . -skip 'BenchmarkFloor|BenchmarkJupyterHop' -benchmem -count 1 -timeout 30m ./...
 
 # The abuse tests (issue 12), heavy where they have a heavy version (20,000
 # idle connections; CI runs 2,000; TestMixedAbuse for ABUSE_MIXED, 20 s in

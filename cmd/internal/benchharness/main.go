@@ -52,6 +52,7 @@ type config struct {
 	tabs         int // concurrent tabs
 	tabCalls     int // calls per tab at tabs
 	idle         int // idle sockets
+	goBench      bool
 	dir          string
 	exe          string
 }
@@ -66,6 +67,7 @@ func run() error {
 	flag.IntVar(&c.tabs, "tabs", 50, "concurrent tabs for the small-call latency")
 	flag.IntVar(&c.tabCalls, "tab-calls", 100, "small calls per tab at -tabs")
 	flag.IntVar(&c.idle, "idle", 1000, "idle sockets")
+	flag.BoolVar(&c.goBench, "go-bench", true, "also run BenchmarkFloor and BenchmarkJupyterHop (rows 6 and 7; the hop rows need the Debian 13 chroot)")
 	flag.Parse()
 	var err error
 	if c.exe, err = os.Executable(); err != nil {
@@ -156,6 +158,14 @@ func run() error {
 	}
 	rows = append(rows, row{fmt.Sprintf("5. bridge memory per idle tab (%d sockets, RSS)", c.idle),
 		fmt.Sprintf("%.1f KiB", perTab/1024), "", verdict(perTab <= 64*1024, "≤ 64 KiB")})
+
+	if c.goBench {
+		more, err := c.floorAndHop(ctx)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, more...)
+	}
 
 	fmt.Printf("megane-jupyter-bridge benchmarks (%s, %s/%s, %d CPUs, %s)\n\n", time.Now().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel())
 	fmt.Println("| measurement | result | comparison | target |")
@@ -675,4 +685,100 @@ func (c *config) largeSupergateway(ctx context.Context) (time.Duration, error) {
 		ds = append(ds, time.Since(start))
 	}
 	return median(ds), nil
+}
+
+// floorAndHop runs BenchmarkFloor and BenchmarkJupyterHop (package
+// cmd/megane-jupyter-bridge) c.runs times each, 5 results per run, and
+// returns their rows with the medians: 6, the bridge's own throughput
+// against a plain WebSocket server; 7, the Jupyter hop against the bridge
+// alone in the same run.
+func (c *config) floorAndHop(ctx context.Context) ([]row, error) {
+	const pkg = "./cmd/megane-jupyter-bridge"
+	floor, _, err := goBench(ctx, pkg, "^BenchmarkFloor$", c.runs)
+	if err != nil {
+		return nil, err
+	}
+	nsop := func(name string) float64 { return metricMedian(floor[name], "ns/op") }
+	br, gor, chunked, pipe := nsop("BenchmarkFloor/bridge"), nsop("BenchmarkFloor/gorilla"), nsop("BenchmarkFloor/gorilla-chunked"), nsop("BenchmarkFloor/pipe")
+	rows := []row{{"6. 40 MB result without the tool's work (BenchmarkFloor): bridge / plain gorilla server, one message / the same, as tools:chunk frames / a pipe",
+		fmt.Sprintf("%.0f / %.0f / %.0f / %.0f ms", br/1e6, gor/1e6, chunked/1e6, pipe/1e6),
+		fmt.Sprintf("bridge %.2f × gorilla, %.2f × chunked", br/gor, br/chunked), verdict(br <= 1.5*gor, "≤ 1.5 × gorilla")}}
+
+	hop, skipped, err := goBench(ctx, pkg, "^BenchmarkJupyterHop$/^(real_proxy|hub|stand-in)$//^frame_limit=8MiB$", c.runs)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range []struct{ name, what, target string }{
+		{"BenchmarkJupyterHop/hub/jupyterhub=5.2+configurable-http-proxy+real_proxy/frame_limit=8MiB", "7. through JupyterHub 5.2 + configurable-http-proxy + jupyter-server-proxy 4.4 (jupyter_server 2.15)", "≤ 1.15 × alone"},
+		{"BenchmarkJupyterHop/real_proxy/jupyter_server=2.15/frame_limit=8MiB", "7. through jupyter-server-proxy 4.4 (jupyter_server 2.15)", "≤ 1.15 × alone"},
+		{"BenchmarkJupyterHop/stand-in/jupyter_server=1.23/frame_limit=8MiB", "7. through the tornado stand-in (jupyter_server 1.23)", "≤ 1.2 × alone"},
+	} {
+		runs := hop[r.name]
+		if len(runs) == 0 {
+			why := "not run"
+			if skipped != "" {
+				why = "skipped: " + oneLine(skipped)
+			}
+			rows = append(rows, row{r.what + ": alone / proxied", why, "", ""})
+			continue
+		}
+		ratio := metricMedian(runs, "proxied/alone")
+		max, _ := strconv.ParseFloat(strings.Fields(strings.TrimPrefix(r.target, "≤ "))[0], 64)
+		rows = append(rows, row{r.what + ": alone / proxied",
+			fmt.Sprintf("%.0f / %.0f ms", metricMedian(runs, "alone-ms/op"), metricMedian(runs, "proxied-ms/op")),
+			fmt.Sprintf("%.2f × alone", ratio), verdict(ratio <= max, r.target)})
+	}
+	return rows, nil
+}
+
+// goBench runs go test's benchmarks matching pattern in pkg, count times,
+// 5 iterations each, and returns each benchmark's metrics per run (by name,
+// without the -N suffix), and the first reason a benchmark gave for
+// skipping, if any.
+func goBench(ctx context.Context, pkg, pattern string, count int) (map[string][]map[string]float64, string, error) {
+	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", pattern, "-benchtime", "5x", "-count", strconv.Itoa(count), "-timeout", "30m", pkg)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, "", fmt.Errorf("go test -bench %s %s: %w\n%s", pattern, pkg, err, out)
+	}
+	res := map[string][]map[string]float64{}
+	skipped := ""
+	lines := strings.Split(string(out), "\n")
+	for i, line := range lines {
+		if strings.Contains(line, "--- SKIP") && skipped == "" && i+1 < len(lines) {
+			skipped = strings.TrimSpace(lines[i+1])
+		}
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := f[0]
+		if i := strings.LastIndex(name, "-"); i > 0 {
+			name = name[:i]
+		}
+		m := map[string]float64{}
+		for j := 2; j+1 < len(f); j += 2 {
+			if v, err := strconv.ParseFloat(f[j], 64); err == nil {
+				m[f[j+1]] = v
+			}
+		}
+		res[name] = append(res[name], m)
+	}
+	return res, skipped, nil
+}
+
+// metricMedian is the median of metric unit over runs (0 if none has it).
+func metricMedian(runs []map[string]float64, unit string) float64 {
+	var v []float64
+	for _, r := range runs {
+		if x, ok := r[unit]; ok {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Float64s(v)
+	return v[len(v)/2]
 }
