@@ -319,14 +319,13 @@ func (b *Bridge) ServerCounters() map[string]ServerCounters {
 // "isError" followed by true, as written, is decoded (so a key spelled
 // with escapes, "is\u0045rror", counts as ok).
 func isToolError(raw []byte) bool {
-	key := []byte(`"isError"`)
 	maybe := false
 	for rest := raw; !maybe; {
-		i := bytes.Index(rest, key)
+		i := indexFrom(rest, patIsError, 3)
 		if i < 0 {
 			return false
 		}
-		rest = rest[i+len(key):]
+		rest = rest[i+len(patIsError):]
 		v := bytes.TrimLeft(rest, " \t\r\n")
 		maybe = len(v) > 0 && v[0] == ':' && bytes.HasPrefix(bytes.TrimLeft(v[1:], " \t\r\n"), []byte("true"))
 	}

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -907,7 +906,7 @@ func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
 // other result. Only the top-level resultType is read (a cheap test first:
 // results can be 40 MB).
 func inputRequired(server, tool string, raw []byte) *protoError {
-	if !bytes.Contains(raw, []byte(`"input_required"`)) {
+	if indexFrom(raw, patInputRequired, 6) < 0 {
 		return nil
 	}
 	var r struct {
