@@ -152,10 +152,10 @@ func (p *Page) readLoop() {
 		// it is complete.
 		m, err := parseMsg(data)
 		if err == nil && m.Type == "tools:chunk" && m.Fields["data"] != nil {
-			whole, err := p.reassemble(m)
-			if err != nil {
+			whole, rerr := p.reassemble(m)
+			if rerr != nil {
 				p.mu.Lock()
-				p.err = err
+				p.err = rerr
 				p.cond.Broadcast()
 				p.mu.Unlock()
 				p.Conn.Close()
