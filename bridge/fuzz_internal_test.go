@@ -322,22 +322,19 @@ func FuzzIsToolError(f *testing.F) {
 	})
 }
 
-// FuzzIndexFrom: indexFrom finds each pattern where bytes.Index does.
-func FuzzIndexFrom(f *testing.F) {
+// FuzzRareMarker: each marker's index is where bytes.Index finds it.
+func FuzzRareMarker(f *testing.F) {
 	f.Add([]byte(`{"method":"notifications/progress","params":{}}`))
 	f.Add([]byte(`{"result":{"resultType":"input_required","x":"_required\""}}`))
 	f.Add([]byte(`"is"isError"Error" "isError":true`))
 	f.Add([]byte(`/progress" "notifications/progress`))
 	f.Fuzz(func(t *testing.T, s []byte) {
-		for _, p := range []struct {
-			pat    string
-			anchor int
-		}{{patProgress, 14}, {patInputRequired, 6}, {patIsError, 3}} {
-			if p.pat[p.anchor] == p.pat[0] {
-				t.Fatalf("%s: the anchor is the first byte", p.pat)
+		for _, m := range []rareMarker{markProgress, markInputRequired, markIsError} {
+			if m.pat[m.anchor] == m.pat[0] {
+				t.Fatalf("%s: the anchor is the first byte", m.pat)
 			}
-			if got, want := indexFrom(s, p.pat, p.anchor), bytes.Index(s, []byte(p.pat)); got != want {
-				t.Fatalf("indexFrom(%q, %s) = %d, bytes.Index says %d", s, p.pat, got, want)
+			if got, want := m.index(s), bytes.Index(s, []byte(m.pat)); got != want {
+				t.Fatalf("%s.index(%q) = %d, bytes.Index says %d", m.pat, s, got, want)
 			}
 		}
 	})

@@ -321,11 +321,11 @@ func (b *Bridge) ServerCounters() map[string]ServerCounters {
 func isToolError(raw []byte) bool {
 	maybe := false
 	for rest := raw; !maybe; {
-		i := indexFrom(rest, patIsError, 3)
+		i := markIsError.index(rest)
 		if i < 0 {
 			return false
 		}
-		rest = rest[i+len(patIsError):]
+		rest = rest[i+len(markIsError.pat):]
 		v := bytes.TrimLeft(rest, " \t\r\n")
 		maybe = len(v) > 0 && v[0] == ':' && bytes.HasPrefix(bytes.TrimLeft(v[1:], " \t\r\n"), []byte("true"))
 	}

@@ -906,7 +906,7 @@ func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
 // other result. Only the top-level resultType is read (a cheap test first:
 // results can be 40 MB).
 func inputRequired(server, tool string, raw []byte) *protoError {
-	if indexFrom(raw, patInputRequired, 6) < 0 {
+	if markInputRequired.index(raw) < 0 {
 		return nil
 	}
 	var r struct {

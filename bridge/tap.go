@@ -173,7 +173,7 @@ func (t *tap) incomingStdio(raw []byte) []byte {
 // progress routes raw if it is a progress notification and reports whether
 // it was one.
 func (t *tap) progress(raw []byte) bool {
-	if t.onProgress == nil || indexFrom(raw, patProgress, 14) < 0 {
+	if t.onProgress == nil || markProgress.index(raw) < 0 {
 		return false
 	}
 	var n struct {
@@ -363,35 +363,39 @@ func listStub(result []byte) []byte {
 	return append(out, '}')
 }
 
-// indexFrom returns the index of the first pat in s, or -1. It searches for
-// pat's tail from byte anchor on and checks the head before each match:
-// the patterns the bridge looks for in results of tens of megabytes start
-// with '"', which JSON holds every few bytes, so bytes.Index, skipping from
-// that byte, soon falls back to comparing at every position; a tail that
-// starts with a byte results rarely hold ('/', '_', a capital) is skipped
-// to at memchr's speed. (A 40 MB result searched three times cost the
-// bridge 0.1 s of CPU.)
-func indexFrom(s []byte, pat string, anchor int) int {
-	head, tail := pat[:anchor], pat[anchor:]
+// rareMarker is a text the bridge looks for in results of tens of
+// megabytes. Each starts with '"', which JSON holds every few bytes, so
+// bytes.Index, skipping from that byte, soon falls back to comparing at
+// every position; index searches from anchor instead, where a byte results
+// rarely hold ('/', '_', a capital) starts the tail, which is skipped to at
+// memchr's speed, and checks the head before each match. (A 40 MB result
+// searched three times cost the bridge 0.1 s of CPU.)
+type rareMarker struct {
+	pat    string
+	anchor int // where pat's rare tail starts
+}
+
+// The markers searched for in every message, or every result.
+var (
+	markProgress      = rareMarker{`"notifications/progress"`, len(`"notifications`)}
+	markInputRequired = rareMarker{`"input_required"`, len(`"input`)}
+	markIsError       = rareMarker{`"isError"`, len(`"is`)}
+)
+
+// index returns the index of the first m.pat in s, or -1.
+func (m rareMarker) index(s []byte) int {
+	head, tail := m.pat[:m.anchor], m.pat[m.anchor:]
 	for off := 0; ; {
 		i := bytes.Index(s[off:], []byte(tail))
 		if i < 0 {
 			return -1
 		}
-		if at := off + i; at >= anchor && string(s[at-anchor:at]) == head {
-			return at - anchor
+		if at := off + i; at >= m.anchor && string(s[at-m.anchor:at]) == head {
+			return at - m.anchor
 		}
 		off += i + 1
 	}
 }
-
-// Patterns searched for in every message, or every result, with indexFrom
-// (the anchor is where their rare tail starts).
-const (
-	patProgress      = `"notifications/progress"` // anchor 14: "/progress\""
-	patInputRequired = `"input_required"`         // anchor 6: "_required\""
-	patIsError       = `"isError"`                // anchor 3: "Error\""
-)
 
 // rawRef holds a JSON value as a sub-slice of the input being decoded
 // (no copy): valid only while that input is.

@@ -88,12 +88,9 @@ func SourceDate(epoch string) (time.Time, error) {
 // regular files only, owned by uid and gid 0 with no user or group names,
 // all at opts.Time; a gzip header with no file name and no time.
 func WriteSdist(opts SdistOptions) (string, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if !version.MatchString(opts.Version) {
-		return "", fmt.Errorf("version %q is not a canonical PEP 440 version (such as 0.1.0); change the version constant in cmd/megane-jupyter-bridge/main.go", opts.Version)
+	log := orDiscard(opts.Logger)
+	if err := checkVersion(opts.Version); err != nil {
+		return "", err
 	}
 	t := opts.Time
 	if t.IsZero() {

@@ -99,12 +99,9 @@ type Options struct {
 // binary must be for opts.Platform (and, on Linux, statically linked):
 // its platform tag is read from it.
 func Write(opts Options) (string, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if !version.MatchString(opts.Version) {
-		return "", fmt.Errorf("version %q is not a canonical PEP 440 version (such as 0.1.0); change the version constant in cmd/megane-jupyter-bridge/main.go", opts.Version)
+	log := orDiscard(opts.Logger)
+	if err := checkVersion(opts.Version); err != nil {
+		return "", err
 	}
 	if len(opts.LicenseText) == 0 {
 		return "", errors.New("no licence text: pass the repository's LICENSE (Options.LicenseText)")
@@ -192,6 +189,22 @@ func Write(opts Options) (string, error) {
 	}
 	log.Info("wheel written", "path", path, "platform", opts.Platform, "version", opts.Version, "bytes", buf.Len())
 	return path, nil
+}
+
+// checkVersion refuses a version that is not a canonical PEP 440 one.
+func checkVersion(v string) error {
+	if !version.MatchString(v) {
+		return fmt.Errorf("version %q is not a canonical PEP 440 version (such as 0.1.0); change the version constant in cmd/megane-jupyter-bridge/main.go", v)
+	}
+	return nil
+}
+
+// orDiscard is log, or a logger that discards when log is nil.
+func orDiscard(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
 }
 
 // digest is RECORD's hash of data: sha256, urlsafe base64 without padding.

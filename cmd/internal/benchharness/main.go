@@ -10,6 +10,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -216,9 +218,10 @@ func cpuModel() string {
 	return "unknown CPU"
 }
 
-func median(ds []time.Duration) time.Duration {
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	return ds[len(ds)/2]
+// median sorts v and returns its middle value.
+func median[T cmp.Ordered](v []T) T {
+	slices.Sort(v)
+	return v[len(v)/2]
 }
 
 func pct(ds []time.Duration, p int) time.Duration {
@@ -779,6 +782,5 @@ func metricMedian(runs []map[string]float64, unit string) float64 {
 	if len(v) == 0 {
 		return 0
 	}
-	sort.Float64s(v)
-	return v[len(v)/2]
+	return median(v)
 }

@@ -116,16 +116,8 @@ func run(ctx context.Context, out string, platforms []string, log *slog.Logger) 
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	commit, err := sourceCommit(ctx)
-	if err != nil {
-		return err
-	}
 	host := runtime.GOOS + "/" + runtime.GOARCH
-	hostBin, err := build(ctx, host, commit, tmp)
-	if err != nil {
-		return err
-	}
-	version, err := binaryVersion(ctx, hostBin)
+	commit, hostBin, version, err := hostBuild(ctx, tmp)
 	if err != nil {
 		return err
 	}
@@ -157,6 +149,22 @@ func run(ctx context.Context, out string, platforms []string, log *slog.Logger) 
 	return nil
 }
 
+// hostBuild builds the bridge for this machine into tmp, stamped with the
+// source's commit, and returns the commit, the binary and the version it
+// prints: what the wheels and the sdist are named by.
+func hostBuild(ctx context.Context, tmp string) (commit, bin, version string, err error) {
+	if commit, err = sourceCommit(ctx); err != nil {
+		return "", "", "", err
+	}
+	if bin, err = build(ctx, runtime.GOOS+"/"+runtime.GOARCH, commit, tmp); err != nil {
+		return "", "", "", err
+	}
+	if version, err = binaryVersion(ctx, bin); err != nil {
+		return "", "", "", err
+	}
+	return commit, bin, version, nil
+}
+
 // runSdist writes the source distribution into out and prints its path.
 func runSdist(ctx context.Context, out string, log *slog.Logger) error {
 	if _, err := os.Stat("go.mod"); err != nil {
@@ -167,15 +175,7 @@ func runSdist(ctx context.Context, out string, log *slog.Logger) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	commit, err := sourceCommit(ctx)
-	if err != nil {
-		return err
-	}
-	bin, err := build(ctx, runtime.GOOS+"/"+runtime.GOARCH, commit, tmp)
-	if err != nil {
-		return err
-	}
-	version, err := binaryVersion(ctx, bin)
+	commit, _, version, err := hostBuild(ctx, tmp)
 	if err != nil {
 		return err
 	}
