@@ -266,6 +266,7 @@ type Bridge struct {
 	mem      *memoryGauge // set by New
 	chunks   *chunkPool   // set by New; the bytes of every tab's incomplete chunk sequences (Options.ChunkMemory)
 	inbound  *inboundPool // set by New; the bytes of the frames tabs are sending (Options.InboundMemory)
+	lane     *lane        // set by New; bulk work waits for a place in it (lane.go)
 	metrics  *meters      // set by New; this bridge's registry (metrics.go)
 
 	auditFile *auditFile // set by New when Options.AuditFile is; nil otherwise
@@ -289,6 +290,7 @@ func New(opts Options) *Bridge {
 	b.mem = newMemoryGauge()
 	b.chunks = &chunkPool{limit: opts.ChunkMemory}
 	b.inbound = newInboundPool(opts.InboundMemory)
+	b.lane = newLane(0, 0)
 	b.metrics = newMetrics(b)
 	if opts.AuditFile != "" {
 		b.auditFile = &auditFile{path: opts.AuditFile, max: opts.AuditMaxBytes, keep: opts.AuditKeep, log: log}
@@ -432,7 +434,9 @@ func (b *Bridge) releaseMemory(parts [][]byte) {
 		return
 	}
 	if msgSize(parts) >= b.opts.ReleaseAfter {
+		place := b.lane.acquire()
 		debug.FreeOSMemory()
+		place.release()
 	}
 }
 

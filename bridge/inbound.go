@@ -23,6 +23,10 @@ const (
 	inboundPieceMax = 1 << 20
 )
 
+// inboundPieceBulk is the piece size from which reading a piece is bulk
+// work (lane.go): the pieces of a small frame never wait.
+const inboundPieceBulk = 64 << 10
+
 // errInboundFull is readFrame's error when the tab cannot have its share of
 // the budget: the tab has been closed with the reason.
 var errInboundFull = errors.New("the inbound memory is full")
@@ -123,6 +127,10 @@ func (t *tab) readFrame(r io.Reader) ([]byte, error) {
 		if !pool.reserve(t, size) {
 			return nil, errInboundFull
 		}
+		var place *laneTicket
+		if size >= inboundPieceBulk {
+			place = t.b.lane.acquire()
+		}
 		buf := make([]byte, size)
 		n := 0
 		var err error
@@ -130,6 +138,9 @@ func (t *tab) readFrame(r io.Reader) ([]byte, error) {
 			var k int
 			k, err = r.Read(buf[n:])
 			n += k
+		}
+		if place != nil {
+			place.release()
 		}
 		pieces = append(pieces, buf[:n])
 		total += int64(n)
@@ -172,6 +183,8 @@ func (t *tab) releaseInbound(ended bool) {
 		// Many tabs' frames add up: count what was handed back since the
 		// last return, not only this frame.
 		t.b.inbound.freed.Store(0)
+		place := t.b.lane.acquire()
 		debug.FreeOSMemory()
+		place.release()
 	}
 }
