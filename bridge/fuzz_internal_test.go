@@ -206,7 +206,8 @@ func FuzzReassembler(f *testing.F) {
 // FuzzInitialize: whatever a server answers to initialize, the SDK gets a
 // well-formed response (initStub) and the page gets serverInfo as a JSON
 // object and instructions as a JSON string or nothing (describedSelf),
-// exactly as they appear in the server's bytes.
+// exactly as they appear in the server's bytes, except that bytes that are
+// not UTF-8 are shown as U+FFFD.
 func FuzzInitialize(f *testing.F) {
 	f.Add([]byte(`{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"a","version":"1","title":"T","icons":[{"src":"data:,","sizes":1}]},"instructions":"hi"}`))
 	f.Add([]byte(`{"serverInfo":"x","instructions":5}`))
@@ -232,10 +233,16 @@ func FuzzInitialize(f *testing.F) {
 				t.Fatalf("instructions is not a string: %q", instr)
 			}
 		}
-		if string(info) != `{"name":"","version":""}` && !bytes.Contains(result, info) {
+		// What the page is shown is text: the server's bytes, with any
+		// that are not UTF-8 as U+FFFD (a text frame carries nothing else).
+		if !utf8.Valid(info) || !utf8.Valid(instr) {
+			t.Fatalf("not UTF-8 for the page: serverInfo %q, instructions %q", info, instr)
+		}
+		shown := bytes.ToValidUTF8(result, []byte("\uFFFD"))
+		if string(info) != `{"name":"","version":""}` && !bytes.Contains(shown, info) {
 			t.Fatalf("serverInfo %q is not the server's bytes", info)
 		}
-		if instr != nil && !bytes.Contains(result, instr) {
+		if instr != nil && !bytes.Contains(shown, instr) {
 			t.Fatalf("instructions %q are not the server's bytes", instr)
 		}
 	})
