@@ -87,16 +87,40 @@ func FuzzRedactURL(f *testing.F) {
 		out := RedactURL(s)
 		u, err := url.Parse(s)
 		if err != nil {
+			if out != Redacted {
+				t.Fatalf("RedactURL(%q) = %q, want %q for what does not parse", s, out, Redacted)
+			}
 			return
 		}
+		o, err := url.Parse(out)
+		if err != nil {
+			t.Fatalf("RedactURL(%q) = %q does not parse: %v", s, out, err)
+		}
+		// Every query value is replaced; the keys stay.
+		for k, vs := range o.Query() {
+			if _, ok := u.Query()[k]; !ok {
+				t.Fatalf("RedactURL(%q) = %q has key %q the input had not", s, out, k)
+			}
+			for _, v := range vs {
+				if v != Redacted {
+					t.Fatalf("RedactURL(%q) = %q keeps query value %q", s, out, v)
+				}
+			}
+		}
+		if p, has := o.User.Password(); has && p != Redacted {
+			t.Fatalf("RedactURL(%q) = %q keeps password %q", s, out, p)
+		}
+		if o.Fragment != "" && o.Fragment != Redacted {
+			t.Fatalf("RedactURL(%q) = %q keeps fragment %q", s, out, o.Fragment)
+		}
+		// Outside the query, no query value appears unless the input had
+		// the same characters where they are kept.
+		o.RawQuery, o.ForceQuery = "", false
+		rest := o.String()
 		for _, vs := range u.Query() {
 			for _, v := range vs {
-				if len(v) >= 6 && !strings.Contains(Redacted, v) && strings.Contains(out, v) && !strings.Contains(u.Path, v) && !strings.Contains(u.Host, v) && !strings.Contains(u.User.Username(), v) {
-					for k := range u.Query() {
-						if strings.Contains(k, v) {
-							return
-						}
-					}
+				if len(v) >= 6 && strings.Contains(rest, v) && !strings.Contains(u.Path, v) && !strings.Contains(u.EscapedPath(), v) &&
+					!strings.Contains(u.Host, v) && !strings.Contains(u.User.String(), v) {
 					t.Fatalf("RedactURL(%q) = %q keeps query value %q", s, out, v)
 				}
 			}
