@@ -154,7 +154,9 @@ func newMetrics(b *Bridge) *meters {
 			}),
 		sessionsCollector{b},
 		// The process's own: go_goroutines, go_memstats_*, process_open_fds, ….
-		collectors.NewGoCollector(),
+		// go_sched_latencies_seconds is how long ready goroutines waited
+		// for a processor: where a busy bridge's delays come from.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})

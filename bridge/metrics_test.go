@@ -276,6 +276,9 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	if got := value(fams, "go_goroutines", nil); got <= 0 {
 		t.Errorf("go_goroutines = %v: the process's own metrics are missing", got)
 	}
+	if got := value(fams, "go_sched_latencies_seconds", nil); got <= 0 {
+		t.Errorf("go_sched_latencies_seconds has %v samples: an admin cannot see whether the bridge waits for a processor", got)
+	}
 	if got := value(fams, "megane_bridge_memory_bytes", nil); got <= 0 {
 		t.Errorf("memory_bytes = %v", got)
 	}

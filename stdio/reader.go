@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -54,6 +55,12 @@ func (m *msgReader) next() (jsonrpc.Message, error) {
 		if msg != nil {
 			return msg, nil
 		}
+		// A line dropped (a progress notification the filter routed, or
+		// junk): nothing parks this loop while the server keeps writing,
+		// so it yields, or a server flooding notifications would hold a
+		// processor for a whole time slice (10 ms) at a time, and every
+		// other session's and page's goroutines would wait behind it.
+		runtime.Gosched()
 	}
 }
 

@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(idleConnsEnv); spec != "" {
 		os.Exit(holdIdleConnections(spec))
 	}
+	if spec := os.Getenv(legitPageEnv); spec != "" {
+		os.Exit(legitPage(spec))
+	}
 	if os.Getenv(asProgramEnv) != "" {
 		if os.Getenv(noDeathNoticeEnv) != "" {
 			parentWatch.NoNotice = true

@@ -8,11 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,7 +53,12 @@ const mixedAbuseEnv = "MEGANE_ABUSE_MIXED"
 // lost; no process of the escaping server is left once the bridge is
 // stopped. The legitimate call's latency is reported, quiet (before the
 // attacks) and under attack, for the closing note; it is not asserted
-// (speed is measured, never asserted, in tests).
+// (speed is measured, never asserted, in tests). It is measured three ways:
+// by the legitimate page, a process of its own as a browser is; by the
+// bridge, from the call's arrival to its answer (its audit lines); and as
+// the bridge's goroutines' waits for a processor (its
+// go_sched_latencies_seconds), which tell the bridge's own scheduling from
+// the machine's.
 func TestMixedAbuse(t *testing.T) {
 	dur := 20 * time.Second
 	if v := os.Getenv(mixedAbuseEnv); v != "" {
@@ -157,51 +164,48 @@ func TestMixedAbuse(t *testing.T) {
 		}
 	}
 
-	// The legitimate page: one echo call a second, from the start.
-	legit, err := connectPage(ctx, "legit")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer legit.Close()
-	type outcome struct {
-		at      time.Time
-		latency time.Duration
-		err     string
-	}
-	var outcomes []outcome // owned by the legitimate caller until legitDone
-	legitDone := make(chan struct{})
+	metricsURL := "http://" + pp.addr + "/megane/builder-tools/metrics?token=" + token
+	schedStart := schedHistogram(ctx, metricsURL) // the bridge's start is not its quiet time
+
+	// The legitimate page: one echo call a second, from the start, in a
+	// process of its own, as a user's browser is: latency measured here
+	// would include this process's scheduling of the attackers.
 	start := time.Now()
 	attackFrom := start.Add(quiet)
 	end := attackFrom.Add(dur)
+	spec, _ := json.Marshal(legitPageSpec{URL: wsURL, Fingerprint: fingerprints["legit"], Until: end.UnixNano()})
+	lp := exec.CommandContext(ctx, exe, "-test.run=^$")
+	lp.Env = append(os.Environ(), legitPageEnv+"="+string(spec))
+	lp.Stderr = os.Stderr
+	lpOut, err := lp.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []legitOutcome // owned by the reader below until legitDone
+	legitDone := make(chan struct{})
 	go func() {
 		defer close(legitDone)
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for i := 0; time.Now().Before(end); i++ {
-			<-tick.C
-			sample()
-			arg := map[string]any{"n": i, "pad": strings.Repeat("x", 1024)}
-			t0 := time.Now()
-			cctx, ccancel := context.WithTimeout(ctx, 60*time.Second)
-			r, err := legit.Request(cctx, map[string]any{"type": "tools:call", "id": "legit-" + strconv.Itoa(i), "server": "legit", "tool": "echo", "arguments": arg})
-			ccancel()
-			o := outcome{at: t0, latency: time.Since(t0)}
-			switch {
-			case err != nil:
-				o.err = err.Error()
-			case r.OK == nil || !*r.OK:
-				o.err = r.String()
-			case !bytes.Contains(r.Fields["result"], []byte(`"n":`+strconv.Itoa(i)+`,`)):
-				o.err = "wrong result: " + string(r.Fields["result"])
+		sc := bufio.NewScanner(lpOut)
+		for sc.Scan() {
+			var o legitOutcome
+			if json.Unmarshal(sc.Bytes(), &o) == nil {
+				outcomes = append(outcomes, o)
 			}
-			outcomes = append(outcomes, o)
+		}
+		if err := lp.Wait(); err != nil {
+			outcomes = append(outcomes, legitOutcome{At: time.Now().UnixNano(), Err: "the legitimate page's process: " + err.Error()})
 		}
 	}()
 
 	// The attackers, from attackFrom to end.
 	for time.Now().Before(attackFrom) {
+		sample()
 		time.Sleep(100 * time.Millisecond)
 	}
+	schedQuiet := schedHistogram(ctx, metricsURL)
 	actx, acancel := context.WithDeadline(ctx, end)
 	defer acancel()
 	var wg sync.WaitGroup
@@ -368,6 +372,7 @@ func TestMixedAbuse(t *testing.T) {
 		sample()
 		time.Sleep(250 * time.Millisecond)
 	}
+	schedEnd := schedHistogram(ctx, metricsURL)
 	acancel()
 	wg.Wait()
 	<-legitDone
@@ -387,14 +392,31 @@ func TestMixedAbuse(t *testing.T) {
 	var quietLat, attackLat []time.Duration
 	var failed []string
 	for _, o := range outcomes {
-		if o.err != "" {
-			failed = append(failed, fmt.Sprintf("%s: %s", o.at.Sub(start).Round(time.Second), o.err))
+		at := time.Unix(0, o.At)
+		if o.Err != "" {
+			failed = append(failed, fmt.Sprintf("%s: %s", at.Sub(start).Round(time.Second), o.Err))
 			continue
 		}
-		if o.at.Before(attackFrom) {
-			quietLat = append(quietLat, o.latency)
+		if at.Before(attackFrom) {
+			quietLat = append(quietLat, time.Duration(o.Latency))
 		} else {
-			attackLat = append(attackLat, o.latency)
+			attackLat = append(attackLat, time.Duration(o.Latency))
+		}
+	}
+	// The same calls as the bridge timed them, from their arrival to their
+	// answer (its audit lines): what is left is outside the bridge.
+	var bridgeQuiet, bridgeAttack []time.Duration
+	for _, m := range auditCallRE.FindAllStringSubmatch(pp.stderr.String(), -1) {
+		ms, err1 := strconv.ParseFloat(m[1], 64)
+		n, err2 := strconv.Atoi(m[2])
+		if err1 != nil || err2 != nil || n >= len(outcomes) || outcomes[n].Err != "" {
+			continue
+		}
+		d := time.Duration(ms * float64(time.Millisecond))
+		if time.Unix(0, outcomes[n].At).Before(attackFrom) {
+			bridgeQuiet = append(bridgeQuiet, d)
+		} else {
+			bridgeAttack = append(bridgeAttack, d)
 		}
 	}
 	var attacks []string
@@ -404,9 +426,14 @@ func TestMixedAbuse(t *testing.T) {
 	})
 	slices.Sort(attacks)
 	t.Logf("attacks run: %s", strings.Join(attacks, "; "))
-	t.Logf("abuse: every attack at once for %s against one bridge (memory_limit %d MiB), a legitimate echo call every second | peak RSS under the ceiling, no legitimate call lost, no escaped process left | peak RSS %d MiB; %d of %d legitimate calls answered; p50/p99 %s/%s quiet, %s/%s under attack; %d processes left",
+	// Where the legitimate call's delay is spent: in the bridge, and of
+	// that, waiting for a processor (its Go scheduler; every goroutine's
+	// waits, not only the legitimate call's).
+	t.Logf("abuse: every attack at once for %s against one bridge (memory_limit %d MiB), a legitimate echo call every second | peak RSS under the ceiling, no legitimate call lost, no escaped process left | peak RSS %d MiB; %d of %d legitimate calls answered; p50/p99 %s/%s quiet, %s/%s under attack (in the bridge, arrival to answer: %s/%s quiet, %s/%s under attack; its goroutines' wait for a processor, p99: ≤ %s quiet, ≤ %s under attack); %d processes left",
 		dur, ceiling>>20, peak>>20, len(quietLat)+len(attackLat), len(outcomes),
-		pct(quietLat, 50), pct(quietLat, 99), pct(attackLat, 50), pct(attackLat, 99), len(left))
+		pct(quietLat, 50), pct(quietLat, 99), pct(attackLat, 50), pct(attackLat, 99),
+		pct(bridgeQuiet, 50), pct(bridgeQuiet, 99), pct(bridgeAttack, 50), pct(bridgeAttack, 99),
+		schedQuiet.minus(schedStart).quantile(0.99), schedEnd.minus(schedQuiet).quantile(0.99), len(left))
 	if peak >= ceiling && !raceEnabled { // the race detector multiplies memory: the bound is for a real build (make abuse)
 		t.Errorf("the bridge's RSS reached %d MiB, over its %d MiB ceiling", peak>>20, ceiling>>20)
 	}
@@ -423,6 +450,80 @@ func TestMixedAbuse(t *testing.T) {
 	if t.Failed() {
 		t.Logf("bridge log (tail):\n%s", tail(pp.stderr.String(), 4000))
 	}
+}
+
+// auditCallRE finds the bridge's audit line of each legitimate call: its
+// duration in ms and its number.
+var auditCallRE = regexp.MustCompile(`msg=audit event=call .*?duration_ms=([0-9.e+-]+) .*?id="\\"legit-([0-9]+)\\""`)
+
+// histogram is a Prometheus histogram as scraped: cumulative counts by
+// upper bound, in increasing order of bound.
+type histogram struct {
+	le    []float64
+	count []float64
+}
+
+// schedHistogram scrapes go_sched_latencies_seconds from the bridge's
+// metrics; an empty histogram if it cannot.
+func schedHistogram(ctx context.Context, url string) histogram {
+	var h histogram
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return h
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return h
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	const prefix = `go_sched_latencies_seconds_bucket{le="`
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), prefix)
+		if !ok {
+			continue
+		}
+		bound, count, ok := strings.Cut(line, `"} `)
+		if !ok {
+			continue
+		}
+		le, err1 := strconv.ParseFloat(bound, 64)
+		n, err2 := strconv.ParseFloat(count, 64)
+		if err1 == nil && err2 == nil {
+			h.le, h.count = append(h.le, le), append(h.count, n)
+		}
+	}
+	return h
+}
+
+// minus is h's counts less those of an earlier scrape with the same bounds.
+func (h histogram) minus(earlier histogram) histogram {
+	if len(earlier.count) != len(h.count) {
+		return h
+	}
+	d := histogram{le: h.le, count: make([]float64, len(h.count))}
+	for i := range h.count {
+		d.count[i] = h.count[i] - earlier.count[i]
+	}
+	return d
+}
+
+// quantile is the upper bound of the bucket holding quantile q, or "?"
+// when there are no samples.
+func (h histogram) quantile(q float64) string {
+	if len(h.count) == 0 || h.count[len(h.count)-1] == 0 {
+		return "?"
+	}
+	total := h.count[len(h.count)-1]
+	for i, c := range h.count {
+		if c >= q*total {
+			if math.IsInf(h.le[i], 1) {
+				return fmt.Sprintf("+Inf (over %s)", time.Duration(h.le[max(i-1, 0)]*float64(time.Second)))
+			}
+			return time.Duration(h.le[i] * float64(time.Second)).String()
+		}
+	}
+	return "?"
 }
 
 // brokenPromise is an attack's finding that the bridge broke a promise

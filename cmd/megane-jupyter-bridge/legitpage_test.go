@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+)
+
+// legitPageEnv makes this test binary the mixed run's legitimate page:
+// its value is a legitPageSpec; it prints a legitOutcome line per call.
+const legitPageEnv = "MEGANE_TEST_LEGIT_PAGE"
+
+type legitPageSpec struct {
+	URL, Fingerprint string
+	Until            int64 // Unix ns: no call starts after it
+}
+
+type legitOutcome struct {
+	At      int64 // Unix ns, when the call was sent
+	Latency int64 // ns, to its answer
+	Err     string
+}
+
+// legitPage is the legitimate page's process: it connects to the legit
+// server, then calls echo every second until spec.Until, and prints each
+// outcome as a JSON line. Exit status 1 if it could not connect.
+func legitPage(specJSON string) int {
+	var spec legitPageSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, "legitimate page:", err)
+		return 2
+	}
+	until := time.Unix(0, spec.Until)
+	ctx, cancel := context.WithDeadline(context.Background(), until.Add(2*time.Minute))
+	defer cancel()
+	p, _, err := bridgetest.Dial(ctx, spec.URL, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "legitimate page:", err)
+		return 1
+	}
+	defer p.Close()
+	r, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": "c", "server": "legit",
+		"fingerprint": spec.Fingerprint, "confirmed": true})
+	if err != nil || r.OK == nil || !*r.OK {
+		fmt.Fprintln(os.Stderr, "legitimate page: connect:", err, r)
+		return 1
+	}
+	enc := json.NewEncoder(os.Stdout)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for i := 0; time.Now().Before(until); i++ {
+		<-tick.C
+		arg := map[string]any{"n": i, "pad": strings.Repeat("x", 1024)}
+		t0 := time.Now()
+		cctx, ccancel := context.WithTimeout(ctx, 60*time.Second)
+		r, err := p.Request(cctx, map[string]any{"type": "tools:call", "id": "legit-" + strconv.Itoa(i), "server": "legit", "tool": "echo", "arguments": arg})
+		ccancel()
+		o := legitOutcome{At: t0.UnixNano(), Latency: int64(time.Since(t0))}
+		switch {
+		case err != nil:
+			o.Err = err.Error()
+		case r.OK == nil || !*r.OK:
+			o.Err = r.String()
+		case !bytes.Contains(r.Fields["result"], []byte(`"n":`+strconv.Itoa(i)+`,`)):
+			o.Err = "wrong result: " + string(r.Fields["result"])
+		}
+		enc.Encode(o)
+	}
+	return 0
+}
