@@ -40,18 +40,12 @@ func legitPage(specJSON string) int {
 	until := time.Unix(0, spec.Until)
 	ctx, cancel := context.WithDeadline(context.Background(), until.Add(2*time.Minute))
 	defer cancel()
-	p, _, err := bridgetest.Dial(ctx, spec.URL, nil)
+	p, err := dialConnected(ctx, spec.URL, "legit", spec.Fingerprint)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "legitimate page:", err)
 		return 1
 	}
 	defer p.Close()
-	r, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": "c", "server": "legit",
-		"fingerprint": spec.Fingerprint, "confirmed": true})
-	if err != nil || r.OK == nil || !*r.OK {
-		fmt.Fprintln(os.Stderr, "legitimate page: connect:", err, r)
-		return 1
-	}
 	enc := json.NewEncoder(os.Stdout)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -74,4 +68,24 @@ func legitPage(specJSON string) int {
 		enc.Encode(o)
 	}
 	return 0
+}
+
+// dialConnected opens a page on wsURL and connects it to server, confirmed
+// with fingerprint; the page is closed if the connect is not answered ok.
+func dialConnected(ctx context.Context, wsURL, server, fingerprint string) (*bridgetest.Page, error) {
+	p, _, err := bridgetest.Dial(ctx, wsURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	r, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": "c", "server": server,
+		"fingerprint": fingerprint, "confirmed": true})
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	if r.OK == nil || !*r.OK {
+		p.Close()
+		return nil, fmt.Errorf("connect %s: %s", server, r)
+	}
+	return p, nil
 }

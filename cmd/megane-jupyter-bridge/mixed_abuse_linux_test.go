@@ -25,6 +25,8 @@ import (
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
 	"github.com/megane-labs/megane-jupyter-bridge/child"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // mixedAbuseEnv sets TestMixedAbuse's duration (a Go duration); `make
@@ -139,21 +141,7 @@ func TestMixedAbuse(t *testing.T) {
 		p.Close()
 	}
 	connectPage := func(ctx context.Context, name string) (*bridgetest.Page, error) {
-		p, _, err := bridgetest.Dial(ctx, wsURL, nil)
-		if err != nil {
-			return nil, err
-		}
-		r, err := p.Request(ctx, map[string]any{"type": "tools:connect", "id": "c", "server": name,
-			"fingerprint": fingerprints[name], "confirmed": true})
-		if err != nil {
-			p.Close()
-			return nil, err
-		}
-		if r.OK == nil || !*r.OK {
-			p.Close()
-			return nil, fmt.Errorf("connect %s: %s", name, r)
-		}
-		return p, nil
+		return dialConnected(ctx, wsURL, name, fingerprints[name])
 	}
 
 	// The bridge's RSS, sampled; VmHWM at the end is the peak.
@@ -464,7 +452,8 @@ type histogram struct {
 }
 
 // schedHistogram scrapes go_sched_latencies_seconds from the bridge's
-// metrics; an empty histogram if it cannot.
+// metrics, parsed by the client library's own text parser; an empty
+// histogram if it cannot.
 func schedHistogram(ctx context.Context, url string) histogram {
 	var h histogram
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -476,22 +465,18 @@ func schedHistogram(ctx context.Context, url string) histogram {
 		return h
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	const prefix = `go_sched_latencies_seconds_bucket{le="`
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), prefix)
-		if !ok {
-			continue
-		}
-		bound, count, ok := strings.Cut(line, `"} `)
-		if !ok {
-			continue
-		}
-		le, err1 := strconv.ParseFloat(bound, 64)
-		n, err2 := strconv.ParseFloat(count, 64)
-		if err1 == nil && err2 == nil {
-			h.le, h.count = append(h.le, le), append(h.count, n)
-		}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	f := fams["go_sched_latencies_seconds"]
+	if err != nil || f == nil || len(f.GetMetric()) == 0 {
+		return h
+	}
+	hist := f.GetMetric()[0].GetHistogram()
+	for _, b := range hist.GetBucket() {
+		h.le, h.count = append(h.le, b.GetUpperBound()), append(h.count, float64(b.GetCumulativeCount()))
+	}
+	if len(h.le) == 0 || !math.IsInf(h.le[len(h.le)-1], 1) {
+		h.le, h.count = append(h.le, math.Inf(1)), append(h.count, float64(hist.GetSampleCount()))
 	}
 	return h
 }
