@@ -192,6 +192,68 @@ func TestServerTextNotUTF8(t *testing.T) {
 // answers; a page that truly does not read is still closed with 4408 once
 // its queue passes OutboundBytes (1 MiB there), or, when what it is sent
 // never piles up, cut once a write stalls past WriteTimeout (2 s there).
+// TestProgressPaced: a call's progress reaches the page at most once per
+// ProgressInterval (50 ms by default), whatever the server's pace, and the
+// last progress before the result is always the server's last; with the
+// pacing off, a call reporting every 50 ms gets every step through.
+func TestProgressPaced(t *testing.T) {
+	cases := []struct {
+		name     string
+		interval time.Duration // Options.ProgressInterval
+		paceBy   time.Duration // the pace expected (0: none)
+		steps    int
+		stepMs   int
+		minSeen  int // progress messages the page must see at least
+	}{
+		{name: "tight loop, default pace", steps: 3000, paceBy: 50 * time.Millisecond, minSeen: 1},
+		{name: "a step every 30 ms, paced by 100 ms", interval: 100 * time.Millisecond, paceBy: 100 * time.Millisecond, steps: 20, stepMs: 30, minSeen: 2},
+		{name: "a step every 50 ms, no pacing", interval: -1, steps: 20, stepMs: 50, minSeen: 16},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := fakeServer(t, "steps", bridgetest.Mode{})
+			h := newHarness(t, bridge.Options{ProgressInterval: tc.interval}, srv)
+			ctx := testCtx(t, time.Minute)
+			p := h.page(ctx)
+			connect(t, ctx, p, "c", srv)
+			start := time.Now()
+			r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": "x", "server": "steps", "tool": "slow",
+				"arguments": map[string]any{"steps": tc.steps, "intervalMs": tc.stepMs, "tag": "p"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start)
+			mustOK(t, r)
+			seen, last := 0, 0.0
+			for _, m := range p.All() {
+				if m.Type == "tools:progress" {
+					seen++
+					var v struct{ Progress float64 }
+					_ = json.Unmarshal(m.Raw, &v)
+					if v.Progress <= last {
+						t.Errorf("progress %v after %v", v.Progress, last)
+					}
+					last = v.Progress
+				}
+			}
+			if last != float64(tc.steps) {
+				t.Errorf("the last progress before the result was %v, want %d", last, tc.steps)
+			}
+			if seen < tc.minSeen {
+				t.Errorf("%d progress messages, want at least %d", seen, tc.minSeen)
+			}
+			if tc.paceBy > 0 {
+				// One at the start, one per interval after, and the last
+				// ahead of the result.
+				if most := int(took/tc.paceBy) + 2; seen > most {
+					t.Errorf("%d progress messages in %s, want at most %d (one per %s)", seen, took.Round(time.Millisecond), most, tc.paceBy)
+				}
+			}
+			t.Logf("%d steps in %s: %d progress messages reached the page", tc.steps, took.Round(time.Millisecond), seen)
+		})
+	}
+}
+
 func TestChattyServerKeepsItsPage(t *testing.T) {
 	chatty := fakeServer(t, "chatty", bridgetest.Mode{})
 	other := fakeServer(t, "other", bridgetest.Mode{})
@@ -297,9 +359,12 @@ func TestChattyServerKeepsItsPage(t *testing.T) {
 	t.Run("page that does not read a chatty call", func(t *testing.T) {
 		// Its progress never piles up (each replaces the last), so it is
 		// the stalled write that ends it: cut once a write passes
-		// WriteTimeout, its call cancelled.
+		// WriteTimeout, its call cancelled. Unpaced, so that the progress
+		// fills the socket buffers in seconds (paced, twenty small
+		// messages a second would take hours, and the pong timeout ends
+		// the tab first).
 		const writeTimeout = 2 * time.Second
-		h3 := newHarness(t, bridge.Options{WriteTimeout: writeTimeout}, chatty)
+		h3 := newHarness(t, bridge.Options{WriteTimeout: writeTimeout, ProgressInterval: -1}, chatty)
 		conn := rawDial(t, strings.TrimPrefix(h3.srv.URL, "http://"))
 		defer conn.Close()
 		br := bufio.NewReader(conn)

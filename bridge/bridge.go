@@ -68,6 +68,14 @@ type Options struct {
 	// it, the tab with the most queued is closed with 4408 until the total
 	// fits. If zero, 1 GiB; never less than OutboundBytes.
 	OutboundTotal int64
+	// ProgressInterval paces each call's tools:progress: at most one per
+	// interval reaches the page, the latest (a server that reports faster
+	// is read and its superseded progress dropped; the last progress before
+	// the result is always sent, ahead of it). The page's progress bar
+	// loses nothing a person can see, and a server reporting in a tight
+	// loop costs the page and its socket a message per interval instead
+	// of one per report. If zero, 50ms; negative, no pacing.
+	ProgressInterval time.Duration
 
 	PingInterval   time.Duration // if zero, 30s
 	PongTimeout    time.Duration // a socket silent this long is dropped; if zero, 60s
@@ -203,6 +211,7 @@ func (o *Options) setDefaults() {
 	def(&o.OutboundBytes, o.ResultLimit+16<<20)
 	def(&o.OutboundTotal, 1<<30)
 	o.OutboundTotal = max(o.OutboundTotal, o.OutboundBytes)
+	defD(&o.ProgressInterval, 50*time.Millisecond)
 	defD(&o.PingInterval, 30*time.Second)
 	defD(&o.PongTimeout, 60*time.Second)
 	defD(&o.WriteTimeout, 30*time.Second)

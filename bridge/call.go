@@ -34,14 +34,40 @@ type call struct {
 	once sync.Once // the page gets exactly one answer
 	mu   sync.Mutex
 	over bool // guarded by mu; answered: later progress is dropped
+
+	// Progress pacing (Options.ProgressInterval). pushMu orders the
+	// call's progress and its answer on the tab: it is held from taking a
+	// progress to queueing it, and by finish around its answer, so a timed
+	// progress never overtakes a later one or the answer.
+	pushMu   sync.Mutex
+	sentAt   time.Time     // guarded by mu; when the last progress was queued
+	held     *progressNote // guarded by mu; the latest progress not yet queued
+	holdTime *time.Timer   // guarded by mu; queues held when the interval ends
+}
+
+// progressNote is one progress report of a call, as the page will see it.
+type progressNote struct {
+	progress, total float64
+	message         string
 }
 
 // finish answers the call once: with raw as the result, or with perr.
 func (c *call) finish(raw []byte, perr *protoError) {
 	c.once.Do(func() {
+		c.pushMu.Lock()
+		defer c.pushMu.Unlock()
 		c.mu.Lock()
 		c.over = true
+		held := c.held
+		c.held = nil
+		if c.holdTime != nil {
+			c.holdTime.Stop()
+			c.holdTime = nil
+		}
 		c.mu.Unlock()
+		if held != nil {
+			c.pushNote(held) // the last progress, ahead of the answer
+		}
 		// Counted and recorded before the page can see the answer: the page
 		// may send its next call at once, and that call's record must not
 		// overtake this one (the audit file is in the order of answers).
@@ -111,21 +137,66 @@ func (t *tab) refuseCall(m pageMessage, s *session, server, tool string, args []
 func (c *call) cancelUpstream() { c.cancel() }
 
 // progress relays one notifications/progress to the call's tab, in place
-// of the call's progress still waiting there (tab.pushProgress).
+// of the call's progress still waiting there (tab.pushProgress), at most
+// one per Options.ProgressInterval: a report within the interval of the
+// last is held (the latest wins) and queued when the interval ends, or
+// ahead of the call's answer. Called from the goroutine that reads the
+// server, in wire order.
 func (c *call) progress(p, total float64, message string) {
+	note := &progressNote{p, total, message}
+	every := c.t.b.opts.ProgressInterval
 	c.mu.Lock()
-	over := c.over
-	c.mu.Unlock()
-	if over {
+	if c.over {
+		c.mu.Unlock()
 		return
 	}
+	now := time.Now()
+	if every > 0 && (c.held != nil || now.Sub(c.sentAt) < every) {
+		c.held = note
+		if c.holdTime == nil {
+			c.holdTime = time.AfterFunc(c.sentAt.Add(every).Sub(now), c.flushHeld)
+		}
+		c.mu.Unlock()
+		return
+	}
+	c.sentAt = now
+	c.mu.Unlock()
+	c.pushMu.Lock()
+	c.mu.Lock()
+	over := c.over // answered meanwhile: the answer went out, and nothing after it
+	c.mu.Unlock()
+	if !over {
+		c.pushNote(note)
+	}
+	c.pushMu.Unlock()
+}
+
+// flushHeld queues the progress held back by the pacing (progress); run
+// by its timer.
+func (c *call) flushHeld() {
+	c.pushMu.Lock()
+	defer c.pushMu.Unlock()
+	c.mu.Lock()
+	note := c.held
+	c.held, c.holdTime = nil, nil
+	if c.over || note == nil {
+		c.mu.Unlock()
+		return
+	}
+	c.sentAt = time.Now()
+	c.mu.Unlock()
+	c.pushNote(note)
+}
+
+// pushNote queues a progress message; the caller holds pushMu.
+func (c *call) pushNote(n *progressNote) {
 	c.t.pushProgress(idKey(c.id), buildMessage(struct {
 		Type     string          `json:"type"`
 		ID       json.RawMessage `json:"id"`
 		Progress float64         `json:"progress"`
 		Total    float64         `json:"total,omitempty"`
 		Message  string          `json:"message,omitempty"`
-	}{typeProgress, c.id, p, total, oneLine(message)}))
+	}{typeProgress, c.id, n.progress, n.total, oneLine(n.message)}))
 }
 
 func (t *tab) handleCall(m pageMessage) {

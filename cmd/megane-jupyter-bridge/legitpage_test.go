@@ -20,6 +20,7 @@ const legitPageEnv = "MEGANE_TEST_LEGIT_PAGE"
 type legitPageSpec struct {
 	URL, Fingerprint string
 	Until            int64 // Unix ns: no call starts after it
+	Every            int64 // ns between calls; if zero, a second
 }
 
 type legitOutcome struct {
@@ -29,7 +30,7 @@ type legitOutcome struct {
 }
 
 // legitPage is the legitimate page's process: it connects to the legit
-// server, then calls echo every second until spec.Until, and prints each
+// server, then calls echo every spec.Every until spec.Until, and prints each
 // outcome as a JSON line. Exit status 1 if it could not connect.
 func legitPage(specJSON string) int {
 	var spec legitPageSpec
@@ -47,7 +48,11 @@ func legitPage(specJSON string) int {
 	}
 	defer p.Close()
 	enc := json.NewEncoder(os.Stdout)
-	tick := time.NewTicker(time.Second)
+	every := time.Duration(spec.Every)
+	if every <= 0 {
+		every = time.Second
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for i := 0; time.Now().Before(until); i++ {
 		<-tick.C

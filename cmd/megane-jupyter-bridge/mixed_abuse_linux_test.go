@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +33,15 @@ import (
 // mixedAbuseEnv sets TestMixedAbuse's duration (a Go duration); `make
 // abuse` sets 5m. If unset, 20s.
 const mixedAbuseEnv = "MEGANE_ABUSE_MIXED"
+
+// mixedEveryEnv, when set, is the time between the legitimate page's calls
+// (a Go duration), for more samples in a short diagnostic run; unset, a
+// second, as the issue asks.
+const mixedEveryEnv = "MEGANE_ABUSE_LEGIT_EVERY"
+
+// mixedOnlyEnv, when set, runs only the attacks whose names contain one of
+// its comma-separated words (to tell which attack costs what); unset, all.
+const mixedOnlyEnv = "MEGANE_ABUSE_ONLY"
 
 // TestMixedAbuse (issue 28): every attack of the abuse tests at once,
 // against one bridge process (standalone, with the default memory ceiling
@@ -161,7 +171,13 @@ func TestMixedAbuse(t *testing.T) {
 	start := time.Now()
 	attackFrom := start.Add(quiet)
 	end := attackFrom.Add(dur)
-	spec, _ := json.Marshal(legitPageSpec{URL: wsURL, Fingerprint: fingerprints["legit"], Until: end.UnixNano()})
+	every := time.Second
+	if v := os.Getenv(mixedEveryEnv); v != "" {
+		if every, err = time.ParseDuration(v); err != nil || every <= 0 {
+			t.Fatalf("%s=%q: not a positive duration", mixedEveryEnv, v)
+		}
+	}
+	spec, _ := json.Marshal(legitPageSpec{URL: wsURL, Fingerprint: fingerprints["legit"], Until: end.UnixNano(), Every: int64(every)})
 	lp := exec.CommandContext(ctx, exe, "-test.run=^$")
 	lp.Env = append(os.Environ(), legitPageEnv+"="+string(spec))
 	lp.Stderr = os.Stderr
@@ -194,6 +210,7 @@ func TestMixedAbuse(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	schedQuiet := schedHistogram(ctx, metricsURL)
+	cpuFrom := readCPUUse(bridgePid)
 	actx, acancel := context.WithDeadline(ctx, end)
 	defer acancel()
 	var wg sync.WaitGroup
@@ -203,7 +220,11 @@ func TestMixedAbuse(t *testing.T) {
 		v.(*atomic.Int64).Add(1)
 	}
 	var violations sync.Map // a broken promise -> struct{}
+	only := os.Getenv(mixedOnlyEnv)
 	attack := func(name string, n int, fn func(ctx context.Context) error) {
+		if only != "" && !slices.ContainsFunc(strings.Split(only, ","), func(w string) bool { return w != "" && strings.Contains(name, w) }) {
+			return
+		}
 		for range n {
 			wg.Add(1)
 			go func() {
@@ -361,6 +382,7 @@ func TestMixedAbuse(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	schedEnd := schedHistogram(ctx, metricsURL)
+	bridgeCPU, machineBusy := cpuFrom.share(readCPUUse(bridgePid), runtime.NumCPU())
 	acancel()
 	wg.Wait()
 	<-legitDone
@@ -417,11 +439,11 @@ func TestMixedAbuse(t *testing.T) {
 	// Where the legitimate call's delay is spent: in the bridge, and of
 	// that, waiting for a processor (its Go scheduler; every goroutine's
 	// waits, not only the legitimate call's).
-	t.Logf("abuse: every attack at once for %s against one bridge (memory_limit %d MiB), a legitimate echo call every second | peak RSS under the ceiling, no legitimate call lost, no escaped process left | peak RSS %d MiB; %d of %d legitimate calls answered; p50/p99 %s/%s quiet, %s/%s under attack (in the bridge, arrival to answer: %s/%s quiet, %s/%s under attack; its goroutines' wait for a processor, p99: ≤ %s quiet, ≤ %s under attack); %d processes left",
-		dur, ceiling>>20, peak>>20, len(quietLat)+len(attackLat), len(outcomes),
+	t.Logf("abuse: every attack at once for %s against one bridge (memory_limit %d MiB), a legitimate echo call every %s | peak RSS under the ceiling, no legitimate call lost, no escaped process left | peak RSS %d MiB; %d of %d legitimate calls answered; p50/p99 %s/%s quiet, %s/%s under attack (in the bridge, arrival to answer: %s/%s quiet, %s/%s under attack; its goroutines' wait for a processor, p99: ≤ %s quiet, ≤ %s under attack; under attack the bridge took %.2f cores and the machine was %.0f%% busy); %d processes left",
+		dur, ceiling>>20, every, peak>>20, len(quietLat)+len(attackLat), len(outcomes),
 		pct(quietLat, 50), pct(quietLat, 99), pct(attackLat, 50), pct(attackLat, 99),
 		pct(bridgeQuiet, 50), pct(bridgeQuiet, 99), pct(bridgeAttack, 50), pct(bridgeAttack, 99),
-		schedQuiet.minus(schedStart).quantile(0.99), schedEnd.minus(schedQuiet).quantile(0.99), len(left))
+		schedQuiet.minus(schedStart).quantile(0.99), schedEnd.minus(schedQuiet).quantile(0.99), bridgeCPU, 100*machineBusy, len(left))
 	if peak >= ceiling && !raceEnabled { // the race detector multiplies memory: the bound is for a real build (make abuse)
 		t.Errorf("the bridge's RSS reached %d MiB, over its %d MiB ceiling", peak>>20, ceiling>>20)
 	}
@@ -556,6 +578,46 @@ func procStatusKB(pid int, field string) int64 {
 		}
 	}
 	return 0
+}
+
+// cpuUse is a process's CPU time and the machine's busy and total time,
+// in clock ticks (/proc/<pid>/stat and /proc/stat), to tell the share of
+// the machine the bridge and everything else took over a span.
+type cpuUse struct{ proc, busy, total int64 }
+
+func readCPUUse(pid int) cpuUse {
+	var u cpuUse
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 {
+			f := strings.Fields(string(b[i+1:]))
+			if len(f) > 12 {
+				ut, _ := strconv.ParseInt(f[11], 10, 64)
+				st, _ := strconv.ParseInt(f[12], 10, 64)
+				u.proc = ut + st
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		for i, f := range strings.Fields(line)[1:] {
+			n, _ := strconv.ParseInt(f, 10, 64)
+			u.total += n
+			if i != 3 && i != 4 { // idle, iowait
+				u.busy += n
+			}
+		}
+	}
+	return u
+}
+
+// share is the process's and the machine's CPU from u to v: the process's
+// in cores, the machine's busy fraction.
+func (u cpuUse) share(v cpuUse, cores int) (proc, busy float64) {
+	total := float64(v.total - u.total)
+	if total <= 0 {
+		return 0, 0
+	}
+	return float64(v.proc-u.proc) / total * float64(cores), float64(v.busy-u.busy) / total
 }
 
 // pct is the p-th percentile of ds (nearest rank), rounded for a log.
