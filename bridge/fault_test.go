@@ -517,7 +517,10 @@ func TestFaultSlowReader(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	j := journal(t)
 	spec, marker := faultServer(t, "chatty", bridgetest.Mode{Journal: j})
-	h := newHarness(t, bridge.Options{WriteTimeout: 2 * time.Second}, spec)
+	// Unpaced progress fills the stuck tab's socket buffers in seconds
+	// (paced, its twenty small messages a second would take hours, and the
+	// pong timeout would end the tab first).
+	h := newHarness(t, bridge.Options{WriteTimeout: 2 * time.Second, ProgressInterval: -1}, spec)
 	good := h.page(ctx)
 	connect(t, ctx, good, 1, spec)
 

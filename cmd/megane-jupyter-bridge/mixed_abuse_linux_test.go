@@ -40,7 +40,8 @@ const mixedAbuseEnv = "MEGANE_ABUSE_MIXED"
 const mixedEveryEnv = "MEGANE_ABUSE_LEGIT_EVERY"
 
 // mixedOnlyEnv, when set, runs only the attacks whose names contain one of
-// its comma-separated words (to tell which attack costs what); unset, all.
+// its comma-separated words (to tell which attack costs what), and the
+// yardstick "cpu-bound" (see below) when it names it; unset, every attack.
 const mixedOnlyEnv = "MEGANE_ABUSE_ONLY"
 
 // TestMixedAbuse (issue 28): every attack of the abuse tests at once,
@@ -377,6 +378,21 @@ func TestMixedAbuse(t *testing.T) {
 		}
 		return nil
 	})
+	// CPU-bound processes, only when asked for by name (MEGANE_ABUSE_ONLY
+	// =cpu-bound): not an attack on the bridge but a yardstick, two
+	// processes computing as a legitimate tool does (packmol, say), to
+	// tell what a machine whose cores are all busy does to the legitimate
+	// call with the bridge idle.
+	if strings.Contains(only, "cpu-bound") {
+		attack("cpu-bound process", 2, func(ctx context.Context) error {
+			cmd := exec.CommandContext(ctx, "sh", "-c", "while :; do :; done")
+			if err := cmd.Start(); err != nil {
+				return err
+			}
+			cmd.Wait()
+			return nil
+		})
+	}
 	for ctx.Err() == nil && time.Now().Before(end) {
 		sample()
 		time.Sleep(250 * time.Millisecond)
