@@ -40,8 +40,8 @@ const mixedAbuseEnv = "MEGANE_ABUSE_MIXED"
 const mixedEveryEnv = "MEGANE_ABUSE_LEGIT_EVERY"
 
 // mixedOnlyEnv, when set, runs only the attacks whose names contain one of
-// its comma-separated words (to tell which attack costs what), and the
-// yardstick "cpu-bound" (see below) when it names it; unset, every attack.
+// its comma-separated words (to tell which attack costs what); unset,
+// every attack.
 const mixedOnlyEnv = "MEGANE_ABUSE_ONLY"
 
 // TestMixedAbuse (issue 28): every attack of the abuse tests at once,
@@ -71,7 +71,10 @@ const mixedOnlyEnv = "MEGANE_ABUSE_ONLY"
 // bridge, from the call's arrival to its answer (its audit lines); and as
 // the bridge's goroutines' waits for a processor (its
 // go_sched_latencies_seconds), which tell the bridge's own scheduling from
-// the machine's.
+// the machine's. After the attacks, as long as the quiet time, one process
+// per core computes (a shell loop) while the page goes on calling: the
+// machine's floor, what a machine whose cores are all busy gives the call
+// with the bridge idle, against which the latency under attack is read.
 func TestMixedAbuse(t *testing.T) {
 	dur := 20 * time.Second
 	if v := os.Getenv(mixedAbuseEnv); v != "" {
@@ -82,6 +85,7 @@ func TestMixedAbuse(t *testing.T) {
 		dur = d
 	}
 	quiet := max(5*time.Second, dur/10)
+	const settle = 2 * time.Second // between the attackers' end and the floor
 	const ceiling = 1 << 30 // 3 × the default result limit + 256 MiB
 
 	exe, err := os.Executable()
@@ -172,13 +176,15 @@ func TestMixedAbuse(t *testing.T) {
 	start := time.Now()
 	attackFrom := start.Add(quiet)
 	end := attackFrom.Add(dur)
+	floorFrom := end.Add(settle)
+	floorEnd := floorFrom.Add(quiet)
 	every := time.Second
 	if v := os.Getenv(mixedEveryEnv); v != "" {
 		if every, err = time.ParseDuration(v); err != nil || every <= 0 {
 			t.Fatalf("%s=%q: not a positive duration", mixedEveryEnv, v)
 		}
 	}
-	spec, _ := json.Marshal(legitPageSpec{URL: wsURL, Fingerprint: fingerprints["legit"], Until: end.UnixNano(), Every: int64(every)})
+	spec, _ := json.Marshal(legitPageSpec{URL: wsURL, Fingerprint: fingerprints["legit"], Until: floorEnd.UnixNano(), Every: int64(every)})
 	lp := exec.CommandContext(ctx, exe, "-test.run=^$")
 	lp.Env = append(os.Environ(), legitPageEnv+"="+string(spec))
 	lp.Stderr = os.Stderr
@@ -383,21 +389,6 @@ func TestMixedAbuse(t *testing.T) {
 		}
 		return nil
 	})
-	// CPU-bound processes, only when asked for by name (MEGANE_ABUSE_ONLY
-	// =cpu-bound): not an attack on the bridge but a yardstick, two
-	// processes computing as a legitimate tool does (packmol, say), to
-	// tell what a machine whose cores are all busy does to the legitimate
-	// call with the bridge idle.
-	if strings.Contains(only, "cpu-bound") {
-		attack("cpu-bound process", 2, func(ctx context.Context) error {
-			cmd := exec.CommandContext(ctx, "sh", "-c", "while :; do :; done")
-			if err := cmd.Start(); err != nil {
-				return err
-			}
-			cmd.Wait()
-			return nil
-		})
-	}
 	for ctx.Err() == nil && time.Now().Before(end) {
 		sample()
 		time.Sleep(250 * time.Millisecond)
@@ -406,6 +397,26 @@ func TestMixedAbuse(t *testing.T) {
 	bridgeCPU, machineBusy := cpuFrom.share(readCPUUse(bridgePid), runtime.NumCPU())
 	acancel()
 	wg.Wait()
+
+	// The machine's floor: every core busy computing, the bridge idle.
+	time.Sleep(time.Until(floorFrom))
+	fctx, fcancel := context.WithDeadline(ctx, floorEnd)
+	var computing []*exec.Cmd
+	for range runtime.NumCPU() {
+		cmd := exec.CommandContext(fctx, "sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Errorf("a computing process: %v", err)
+			continue
+		}
+		computing = append(computing, cmd)
+	}
+	if now := time.Now(); now.After(floorFrom) {
+		floorFrom = now // the attackers took longer than settle to leave
+	}
+	for _, cmd := range computing {
+		cmd.Wait()
+	}
+	fcancel()
 	<-legitDone
 	hwm := procStatusKB(bridgePid, "VmHWM:") << 10
 	peak := max(peakRSS.Load(), hwm)
@@ -420,35 +431,47 @@ func TestMixedAbuse(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	left := markedProcs(marker)
 
-	var quietLat, attackLat []time.Duration
+	// A call's phase, by when it was sent: quiet, under attack, on the
+	// floor, or none (the attackers leaving; such a call must still be
+	// answered).
+	const (
+		quietPhase = iota
+		attackPhase
+		floorPhase
+		settlePhase
+	)
+	phase := func(ns int64) int {
+		switch at := time.Unix(0, ns); {
+		case at.Before(attackFrom):
+			return quietPhase
+		case at.Before(end):
+			return attackPhase
+		case !at.Before(floorFrom) && at.Before(floorEnd):
+			return floorPhase
+		}
+		return settlePhase
+	}
+	var lat [4][]time.Duration // the page's, by phase
 	var failed []string
 	for _, o := range outcomes {
-		at := time.Unix(0, o.At)
 		if o.Err != "" {
-			failed = append(failed, fmt.Sprintf("%s: %s", at.Sub(start).Round(time.Second), o.Err))
+			failed = append(failed, fmt.Sprintf("%s: %s", time.Unix(0, o.At).Sub(start).Round(time.Second), o.Err))
 			continue
 		}
-		if at.Before(attackFrom) {
-			quietLat = append(quietLat, time.Duration(o.Latency))
-		} else {
-			attackLat = append(attackLat, time.Duration(o.Latency))
-		}
+		p := phase(o.At)
+		lat[p] = append(lat[p], time.Duration(o.Latency))
 	}
 	// The same calls as the bridge timed them, from their arrival to their
 	// answer (its audit lines): what is left is outside the bridge.
-	var bridgeQuiet, bridgeAttack []time.Duration
+	var inBridge [4][]time.Duration // the bridge's, by phase
 	for _, m := range auditCallRE.FindAllStringSubmatch(pp.stderr.String(), -1) {
 		ms, err1 := strconv.ParseFloat(m[1], 64)
 		n, err2 := strconv.Atoi(m[2])
 		if err1 != nil || err2 != nil || n >= len(outcomes) || outcomes[n].Err != "" {
 			continue
 		}
-		d := time.Duration(ms * float64(time.Millisecond))
-		if time.Unix(0, outcomes[n].At).Before(attackFrom) {
-			bridgeQuiet = append(bridgeQuiet, d)
-		} else {
-			bridgeAttack = append(bridgeAttack, d)
-		}
+		p := phase(outcomes[n].At)
+		inBridge[p] = append(inBridge[p], time.Duration(ms*float64(time.Millisecond)))
 	}
 	var attacks []string
 	counts.Range(func(k, v any) bool {
@@ -460,10 +483,15 @@ func TestMixedAbuse(t *testing.T) {
 	// Where the legitimate call's delay is spent: in the bridge, and of
 	// that, waiting for a processor (its Go scheduler; every goroutine's
 	// waits, not only the legitimate call's).
-	t.Logf("abuse: every attack at once for %s against one bridge (memory_limit %d MiB), a legitimate echo call every %s | peak RSS under the ceiling, no legitimate call lost, no escaped process left | peak RSS %d MiB; %d of %d legitimate calls answered; p50/p99 %s/%s quiet, %s/%s under attack (in the bridge, arrival to answer: %s/%s quiet, %s/%s under attack; its goroutines' wait for a processor, p99: ≤ %s quiet, ≤ %s under attack; under attack the bridge took %.2f cores and the machine was %.0f%% busy); %d processes left",
-		dur, ceiling>>20, every, peak>>20, len(quietLat)+len(attackLat), len(outcomes),
-		pct(quietLat, 50), pct(quietLat, 99), pct(attackLat, 50), pct(attackLat, 99),
-		pct(bridgeQuiet, 50), pct(bridgeQuiet, 99), pct(bridgeAttack, 50), pct(bridgeAttack, 99),
+	// The floor is what the machine gives the call when all its cores
+	// are busy and the bridge is not: the part of the delay under attack
+	// that no bridge could remove.
+	t.Logf("abuse: every attack at once for %s against one bridge (memory_limit %d MiB), a legitimate echo call every %s | peak RSS under the ceiling, no legitimate call lost, no escaped process left | peak RSS %d MiB; %d of %d legitimate calls answered; p50/p99 %s/%s quiet, %s/%s under attack, %s/%s on the machine's floor (%d processes computing, the bridge idle) (in the bridge, arrival to answer: %s/%s quiet, %s/%s under attack, %s/%s on the floor; its goroutines' wait for a processor, p99: ≤ %s quiet, ≤ %s under attack; under attack the bridge took %.2f cores and the machine was %.0f%% busy); %d processes left",
+		dur, ceiling>>20, every, peak>>20, len(outcomes)-len(failed), len(outcomes),
+		pct(lat[quietPhase], 50), pct(lat[quietPhase], 99), pct(lat[attackPhase], 50), pct(lat[attackPhase], 99),
+		pct(lat[floorPhase], 50), pct(lat[floorPhase], 99), len(computing),
+		pct(inBridge[quietPhase], 50), pct(inBridge[quietPhase], 99), pct(inBridge[attackPhase], 50), pct(inBridge[attackPhase], 99),
+		pct(inBridge[floorPhase], 50), pct(inBridge[floorPhase], 99),
 		schedQuiet.minus(schedStart).quantile(0.99), schedEnd.minus(schedQuiet).quantile(0.99), bridgeCPU, 100*machineBusy, len(left))
 	if peak >= ceiling && !raceEnabled { // the race detector multiplies memory: the bound is for a real build (make abuse)
 		t.Errorf("the bridge's RSS reached %d MiB, over its %d MiB ceiling", peak>>20, ceiling>>20)
