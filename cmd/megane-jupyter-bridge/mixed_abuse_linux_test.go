@@ -250,6 +250,7 @@ func TestMixedAbuse(t *testing.T) {
 						// timeout may fire before the context's: not a
 						// refusal.
 						count(name + " (cut by the end of the run)")
+						<-actx.Done()
 					case actx.Err() == nil:
 						count(name + " (failed: " + firstWords(err.Error()) + ")")
 						time.Sleep(200 * time.Millisecond)
