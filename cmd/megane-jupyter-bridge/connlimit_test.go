@@ -158,3 +158,50 @@ func (h *idleHolder) stop() (closed, open int) {
 	}
 	return closed, open
 }
+
+// deadlineConn records the read deadlines set on it.
+type deadlineConn struct {
+	net.Conn
+	got []time.Time
+}
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	c.got = append(c.got, t)
+	return nil
+}
+
+// TestDeadlinesSpread: connections accepted together do not time out
+// together: each puts its future read deadlines (the header timeout, the
+// idle timeout) off by a share of deadlineSpread of its own, so that an
+// abuser's hundreds of idle connections are closed over that time rather
+// than in one burst. A deadline already past (an aborted read) and no
+// deadline are set as given.
+func TestDeadlinesSpread(t *testing.T) {
+	l := newConnLimiter(maxPending, maxConns)
+	base := time.Now().Add(readHeaderTimeout)
+	past, none := time.Unix(1, 0), time.Time{}
+	distinct := map[time.Duration]bool{}
+	const conns = 100
+	for range conns {
+		raw := &deadlineConn{}
+		c := newLimitedConn(raw, l)
+		for _, d := range []time.Time{base, past, none} {
+			if err := c.SetReadDeadline(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		later := raw.got[0].Sub(base)
+		if later < 0 || later >= deadlineSpread {
+			t.Fatalf("a deadline %s from now was put off by %s, want under %s", readHeaderTimeout, later, deadlineSpread)
+		}
+		distinct[later.Truncate(deadlineSpread/20)] = true
+		if !raw.got[1].Equal(past) || !raw.got[2].IsZero() {
+			t.Fatalf("a past deadline became %s and none became %s: want them as given", raw.got[1], raw.got[2])
+		}
+	}
+	// 100 connections over 20 slots of 100 ms: all in a few slots would be
+	// a burst (at random, fewer than 10 slots happens once in 10^20).
+	if len(distinct) < 10 {
+		t.Errorf("%d connections' deadlines fell in %d of 20 slots of %s: not spread", conns, len(distinct), deadlineSpread/20)
+	}
+}
