@@ -86,7 +86,7 @@ func TestMixedAbuse(t *testing.T) {
 	}
 	quiet := max(5*time.Second, dur/10)
 	const settle = 2 * time.Second // between the attackers' end and the floor
-	const ceiling = 1 << 30 // 3 × the default result limit + 256 MiB
+	const ceiling = 1 << 30        // 3 × the default result limit + 256 MiB
 
 	exe, err := os.Executable()
 	if err != nil {
