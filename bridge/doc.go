@@ -66,6 +66,7 @@
 // the tab's share of the session, limits, session.addCall) →
 // session.callTool upstream; the server's progress comes back through the
 // session's tap to session.routeProgress (call.go), which finds the call
-// among that session's calls and pushes it to the call's tab; the result
-// answers the call once (call.finish).
+// among that session's calls and pushes it to the call's tab, at most one
+// per ProgressInterval (call.progress holds the latest meanwhile); the
+// result answers the call once (call.finish), after any progress held.
 package bridge
