@@ -395,7 +395,7 @@ func TestMixedAbuse(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	schedEnd := schedHistogram(ctx, metricsURL)
-	bridgeCPU, machineBusy := cpuFrom.share(readCPUUse(bridgePid), runtime.NumCPU())
+	bridgeCPU, machineBusy := cpuFrom.share(readCPUUse(bridgePid))
 	acancel()
 	wg.Wait()
 
@@ -630,22 +630,19 @@ func procStatusKB(pid int, field string) int64 {
 	return 0
 }
 
-// cpuUse is a process's CPU time and the machine's busy and total time,
-// in clock ticks (/proc/<pid>/stat and /proc/stat), to tell the share of
-// the machine the bridge and everything else took over a span.
-type cpuUse struct{ proc, busy, total int64 }
+// cpuUse is a process's CPU time (child.Lookup), the machine's busy and
+// total time in clock ticks (/proc/stat), and when they were read, to tell
+// the share of the machine the bridge and everything else took over a span.
+type cpuUse struct {
+	at          time.Time
+	proc        time.Duration
+	busy, total int64
+}
 
 func readCPUUse(pid int) cpuUse {
-	var u cpuUse
-	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
-		if i := bytes.LastIndexByte(b, ')'); i >= 0 {
-			f := strings.Fields(string(b[i+1:]))
-			if len(f) > 12 {
-				ut, _ := strconv.ParseInt(f[11], 10, 64)
-				st, _ := strconv.ParseInt(f[12], 10, 64)
-				u.proc = ut + st
-			}
-		}
+	u := cpuUse{at: time.Now()}
+	if info, ok := child.Lookup(pid); ok {
+		u.proc = info.CPU
 	}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
 		line, _, _ := strings.Cut(string(b), "\n")
@@ -662,12 +659,14 @@ func readCPUUse(pid int) cpuUse {
 
 // share is the process's and the machine's CPU from u to v: the process's
 // in cores, the machine's busy fraction.
-func (u cpuUse) share(v cpuUse, cores int) (proc, busy float64) {
-	total := float64(v.total - u.total)
-	if total <= 0 {
-		return 0, 0
+func (u cpuUse) share(v cpuUse) (cores, busy float64) {
+	if wall := v.at.Sub(u.at); wall > 0 {
+		cores = float64(v.proc-u.proc) / float64(wall)
 	}
-	return float64(v.proc-u.proc) / total * float64(cores), float64(v.busy-u.busy) / total
+	if total := float64(v.total - u.total); total > 0 {
+		busy = float64(v.busy-u.busy) / total
+	}
+	return cores, busy
 }
 
 // pct is the p-th percentile of ds (nearest rank), rounded for a log.
