@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -507,6 +508,19 @@ func (s *sseTap) nextEvent() error {
 	// resumes after the last complete one instead of failing on half a
 	// message.
 	ev, err := readEvent(s.r, s.limit)
+	if errors.Is(err, errFieldsTooLong) && s.reqID != nil {
+		// The call this stream answers ends here, with the reason; the
+		// rest of the stream is not read.
+		b, _ := json.Marshal(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Error   rpcError        `json:"error"`
+		}{"2.0", s.reqID, rpcError{Code: stdio.CodeUnreadable, Message: err.Error()}})
+		s.out.WriteString("data: ")
+		s.out.Write(b)
+		s.out.WriteString("\n\n")
+		return io.EOF
+	}
 	if err != nil {
 		return err
 	}
@@ -537,10 +551,21 @@ const overHead = 4 << 10
 // readEvent reads one event, up to the blank line that ends it, keeping at
 // most limit bytes of its data. An error means the stream ended (or failed)
 // inside the event, which is then not returned.
+//
+// Lines other than data are bounded much more tightly: each at
+// sseFieldMax, all of one event's together at sseFieldsMax (comments
+// included, though they are dropped). Past either, it returns an error
+// wrapping errFieldsTooLong at once, without reading the rest: the bridge
+// needs only data, id, event and retry, and a stream that never ends an
+// event must not hold its lines.
 func readEvent(r *bufio.Reader, limit int64) (sseEvent, error) {
 	var ev sseEvent
+	var other int64 // bytes of this event's lines other than data
 	for {
-		line, err := readLine(r, limit-ev.size+1)
+		line, err := readLine(r, limit-ev.size+1, sseFieldMax)
+		if err == errFieldsTooLong {
+			return sseEvent{}, fmt.Errorf("the server's event stream sent a line other than data of more than %d bytes: %w", sseFieldMax, errFieldsTooLong)
+		}
 		if err == errLineTooLong {
 			if !ev.over && bytes.HasPrefix(line, []byte("data:")) {
 				ev.overID, _ = stdio.ResponseID(ev.data, bytes.TrimPrefix(line[5:], []byte(" ")))
@@ -573,9 +598,27 @@ func readEvent(r *bufio.Reader, limit int64) (sseEvent, error) {
 			ev.hasData = true
 			continue
 		}
+		other += int64(len(line)) + 1
+		if other > sseFieldsMax {
+			return sseEvent{}, fmt.Errorf("the server's event stream sent an event with more than %d bytes of lines other than data: %w", sseFieldsMax, errFieldsTooLong)
+		}
+		if line[0] == ':' {
+			continue // a comment: nothing reads it
+		}
 		ev.fields = append(ev.fields, bytes.Clone(line))
 	}
 }
+
+// The bounds of an event's lines other than data (readEvent): id, event
+// and retry are short, and comments are only keep-alives.
+const (
+	sseFieldMax  = 4 << 10
+	sseFieldsMax = 64 << 10
+)
+
+// errFieldsTooLong is readEvent's error for an event whose lines other
+// than data pass their bounds.
+var errFieldsTooLong = errors.New("event fields too long")
 
 func (s *sseTap) flush(ev sseEvent) {
 	for _, f := range ev.fields {
@@ -608,15 +651,24 @@ func (s *sseTap) flush(ev sseEvent) {
 var errLineTooLong = fmt.Errorf("line too long")
 
 // readLine reads one line without its end (\n, \r\n or \r is not handled:
-// the event-stream servers here end lines with \n or \r\n). A line longer
-// than max is consumed and reported as errLineTooLong with only its first
-// overHead bytes kept.
-func readLine(r *bufio.Reader, max int64) ([]byte, error) {
+// the event-stream servers here end lines with \n or \r\n). A data line
+// longer than max is consumed and reported as errLineTooLong with only its
+// first overHead bytes kept. Any other line longer than fieldMax is
+// reported as errFieldsTooLong as soon as that is known, with the rest of
+// it left unread.
+func readLine(r *bufio.Reader, max, fieldMax int64) ([]byte, error) {
 	var line []byte
 	var n int64
-	for {
+	field := false
+	for first := true; ; first = false {
 		frag, err := r.ReadSlice('\n')
+		// The reader's buffer is larger than "data:", so a first fragment
+		// that does not start with it is another line.
+		field = field || first && !bytes.HasPrefix(frag, []byte("data:"))
 		n += int64(len(frag))
+		if field && n > fieldMax+2 { // + its end, \r\n
+			return nil, errFieldsTooLong
+		}
 		if n <= max {
 			line = append(line, frag...)
 		} else if len(line) < overHead {
