@@ -3,8 +3,8 @@ package bridge
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"testing"
