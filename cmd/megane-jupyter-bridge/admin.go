@@ -143,26 +143,26 @@ func runServers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if s.Transport == bridge.TransportHTTP {
 			target = s.URL
 		}
-		fmt.Fprintf(stdout, "%s (%s): %s\n", s.Name, s.Transport, target)
+		printLine(stdout, "%s (%s): %s", s.Name, s.Transport, target)
 		if s.Cwd != "" {
-			fmt.Fprintf(stdout, "  cwd:         %s\n", s.Cwd)
+			printLine(stdout, "  cwd:         %s", s.Cwd)
 		}
 		if len(s.Env) > 0 {
-			fmt.Fprintf(stdout, "  env:         %s\n", strings.Join(s.Env, ", "))
+			printLine(stdout, "  env:         %s", strings.Join(s.Env, ", "))
 		}
 		if len(s.Headers) > 0 {
-			fmt.Fprintf(stdout, "  headers:     %s\n", strings.Join(s.Headers, ", "))
+			printLine(stdout, "  headers:     %s", strings.Join(s.Headers, ", "))
 		}
-		fmt.Fprintf(stdout, "  source:      %s\n", s.Source)
-		fmt.Fprintf(stdout, "  fingerprint: %s\n", s.Fingerprint)
+		printLine(stdout, "  source:      %s", s.Source)
+		printLine(stdout, "  fingerprint: %s", s.Fingerprint)
 		for _, w := range s.Warnings {
-			fmt.Fprintf(stdout, "  warning:     %s\n", w)
+			printLine(stdout, "  warning:     %s", w)
 		}
 	}
 	if len(cfg.Problems) > 0 {
 		fmt.Fprintln(stdout, "problems:")
 		for _, p := range cfg.Problems {
-			fmt.Fprintf(stdout, "  %s\n", p.Message)
+			printLine(stdout, "  %s", p.Message)
 		}
 	}
 	return nil
@@ -292,4 +292,11 @@ func runUninstall(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "nothing to remove: %s has no %q registration\n", path, jupyter.ProxyServerName)
 	}
 	return nil
+}
+
+// printLine prints one line of a listing whose values come from
+// configuration files or tool servers, with their control characters
+// escaped (termSafe).
+func printLine(w io.Writer, format string, a ...any) {
+	fmt.Fprintln(w, termSafe(fmt.Sprintf(format, a...)))
 }

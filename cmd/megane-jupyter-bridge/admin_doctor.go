@@ -40,7 +40,7 @@ func (r *report) add(level, format string, a ...any) {
 	case "warning":
 		r.warnings++
 	}
-	fmt.Fprintf(r.out, "%-8s %s\n", level+":", fmt.Sprintf(format, a...))
+	fmt.Fprintf(r.out, "%-8s %s\n", level+":", termSafe(fmt.Sprintf(format, a...)))
 }
 
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -30,6 +30,8 @@ type finding struct {
 	Message string `json:"message"`
 }
 
+// String is the finding as check prints it: one line, with whatever the
+// server supplied in it escaped (termSafe).
 func (f finding) String() string {
 	s := f.Level + ": "
 	if f.Tool != "" {
@@ -39,7 +41,7 @@ func (f finding) String() string {
 	if f.Section != "" {
 		s += " (" + f.Section + ")"
 	}
-	return s
+	return termSafe(s)
 }
 
 // findings collects the findings about one tool.

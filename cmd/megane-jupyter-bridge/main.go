@@ -92,7 +92,7 @@ func exitStatus(err error, stderr io.Writer) int {
 	}
 	var u usageError
 	if !errors.As(err, &u) || u.msg != "" {
-		fmt.Fprintln(stderr, "megane-jupyter-bridge:", err)
+		fmt.Fprintln(stderr, "megane-jupyter-bridge:", termSafe(err.Error()))
 	}
 	if errors.As(err, &u) {
 		return 2
