@@ -31,8 +31,9 @@ const (
 	auditRefused = "refused" // a socket refused at admission, or closed by the bridge with a code
 )
 
-// auditShown bounds a page-supplied string in a record (a server or tool
-// name the configuration does not know, a request's id).
+// auditShown bounds a string from a page, a server or a configuration in a
+// record (a server or tool name, a request's id): a server may list a tool
+// named with 256 KiB.
 const auditShown = 200
 
 // auditRecord is one line of the audit file.

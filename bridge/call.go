@@ -106,8 +106,8 @@ func (c *call) answered(raw []byte, perr *protoError) {
 	in, out := int64(len(c.args)), int64(len(raw))
 	b := c.t.b
 	b.metrics.callDone(c.labels[0], c.labels[1], outcome, true, elapsed, in, out)
-	b.audit(auditRecord{Event: auditCall, User: c.t.adm.User, Server: c.s.spec.Name, Fingerprint: c.s.spec.Fingerprint,
-		Tool: c.tool, ArgsSHA256: argsDigest(c.args), Outcome: outcome, Code: code, DurationMs: millis(elapsed),
+	b.audit(auditRecord{Event: auditCall, User: c.t.adm.User, Server: shown(c.s.spec.Name), Fingerprint: c.s.spec.Fingerprint,
+		Tool: shown(c.tool), ArgsSHA256: argsDigest(c.args), Outcome: outcome, Code: code, DurationMs: millis(elapsed),
 		BytesIn: in, BytesOut: out, ID: shown(string(c.id)), Tab: c.t.id})
 }
 

@@ -72,7 +72,7 @@ func (t *tab) handleConnect(m pageMessage) {
 	}
 	if !approved {
 		// The person confirmed this server and fingerprint (confirmed: true).
-		t.b.audit(auditRecord{Event: auditConfirm, User: t.adm.User, Server: spec.Name, Fingerprint: spec.Fingerprint,
+		t.b.audit(auditRecord{Event: auditConfirm, User: t.adm.User, Server: shown(spec.Name), Fingerprint: spec.Fingerprint,
 			ID: shown(string(m.ID)), Tab: t.id})
 	}
 	ctx, cancel := context.WithCancel(t.ctx)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -19,9 +20,10 @@ import (
 // registry of its own. Every label value comes from the configuration
 // (server names), from a server's own listing (tool names) or from the
 // bridge's closed lists (outcomes, states, close codes), never from a
-// page, and their number is bounded: past metricsServerCap server names
-// or metricsToolCap tool names of one server, and for a tool the server
-// does not list, the value is "other".
+// page, and their number and length are bounded: past metricsServerCap
+// server names or metricsToolCap tool names of one server, for a name over
+// metricsLabelMax bytes or with control characters, and for a tool the
+// server does not list, the value is "other".
 
 // Call outcomes: the label of megane_bridge_calls_total and the audit
 // record's outcome.
@@ -37,8 +39,25 @@ const (
 const (
 	metricsServerCap = 256 // server names with labels of their own
 	metricsToolCap   = 64  // tool names with labels of their own, per server
+	metricsLabelMax  = 128 // bytes of a server or tool name with a label of its own
 	labelOther       = "other"
 )
+
+// labelable reports whether a name may be a label value of its own: short,
+// valid UTF-8 and without control characters. A server listing 64 tools
+// named with 256 KiB each made every scrape 228 MB; such names, and odd
+// ones, count as "other".
+func labelable(name string) bool {
+	if name == "" || len(name) > metricsLabelMax || !utf8.ValidString(name) {
+		return false
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return false
+		}
+	}
+	return true
+}
 
 type meters struct {
 	reg     *prometheus.Registry
@@ -200,7 +219,7 @@ func (m *meters) server(name string) string {
 	if _, ok := m.servers[name]; ok {
 		return name
 	}
-	if len(m.servers) >= metricsServerCap {
+	if len(m.servers) >= metricsServerCap || !labelable(name) {
 		return labelOther
 	}
 	m.servers[name] = map[string]struct{}{}
@@ -220,7 +239,7 @@ func (m *meters) labels(server, tool string, listed bool) (string, string) {
 	if _, ok := tools[tool]; ok {
 		return server, tool
 	}
-	if len(tools) >= metricsToolCap {
+	if len(tools) >= metricsToolCap || !labelable(tool) {
 		return server, labelOther
 	}
 	tools[tool] = struct{}{}
