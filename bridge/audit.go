@@ -55,23 +55,26 @@ type auditRecord struct {
 	Remote      string  `json:"remote,omitempty"`
 }
 
-// auditFile appends records to a file, opened for append with mode 0600,
-// and rotated by size: path.1 is the latest rotated file, up to path.N.
+// auditFile appends records to a file, opened for append with mode 0600
+// (openAuditFile: never through a link, never a file of someone else's),
+// one whole line per write, and rotated by size: path.1 is the latest
+// rotated file, up to path.N.
 type auditFile struct {
 	path string
 	max  int64
 	keep int
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	f       *os.File // guarded by mu; nil until the first write, and after a failure
-	size    int64    // guarded by mu
-	failing bool     // guarded by mu; the last write failed (and was logged)
-	closed  bool     // guarded by mu
+	mu         sync.Mutex
+	f          *os.File // guarded by mu; nil until the first write, and after a failure
+	size       int64    // guarded by mu
+	failing    bool     // guarded by mu; the last write failed (and was logged)
+	warnedWide bool     // guarded by mu; the log said the file may be read by others
+	closed     bool     // guarded by mu
 }
 
 func (a *auditFile) open() error {
-	f, err := os.OpenFile(a.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, wide, err := openAuditFile(a.path)
 	if err != nil {
 		return err
 	}
@@ -80,12 +83,9 @@ func (a *auditFile) open() error {
 		f.Close()
 		return err
 	}
-	if st.Mode().IsRegular() && st.Mode().Perm()&0o077 != 0 {
-		// A file made by someone else, or before: owner-only from now on.
-		if err := f.Chmod(0o600); err != nil {
-			f.Close()
-			return fmt.Errorf("make it owner-only: %w", err)
-		}
+	if wide && !a.warnedWide {
+		a.warnedWide = true
+		a.log.Warn("the audit file may be read by others: the bridge does not change the mode of a file it did not create (chmod 600 it)", "path", a.path)
 	}
 	a.f, a.size = f, st.Size()
 	return nil
@@ -125,6 +125,13 @@ func (a *auditFile) write(line []byte) {
 			}
 		}
 		n, err := a.f.Write(line)
+		if err != nil && n > 0 && n < len(line) {
+			// A full disk took part of the line: take it back, so that
+			// the file holds whole records only.
+			if terr := a.f.Truncate(a.size); terr == nil {
+				n = 0
+			}
+		}
 		a.size += int64(n)
 		return err
 	}()
