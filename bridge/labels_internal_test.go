@@ -13,7 +13,7 @@ import (
 func TestLabelsBoundedInLength(t *testing.T) {
 	huge := strings.Repeat("t", 256<<10)
 	for _, tc := range []struct {
-		name, server, tool string
+		name, server, tool   string
 		wantServer, wantTool string
 	}{
 		{"ordinary", "lab", "polymer_chain", "lab", "polymer_chain"},

@@ -596,4 +596,3 @@ func TestAuditWriteFailureNeverFailsACall(t *testing.T) {
 	}
 	ownerOnly(t, path)
 }
-
