@@ -169,6 +169,10 @@ type Options struct {
 	Page http.Handler
 }
 
+// SizeMax is the largest value any size of Options takes (1 TiB); a
+// larger one counts as SizeMax.
+const SizeMax = 1 << 40
+
 func (o *Options) setDefaults() {
 	def := func(v *int64, d int64) {
 		if *v == 0 {
@@ -179,6 +183,13 @@ func (o *Options) setDefaults() {
 		if *v == 0 {
 			*v = d
 		}
+	}
+	// Every size is at most SizeMax, so that no sum of them overflows:
+	// a result limit of MaxInt64 made the outbound budget negative, and
+	// every page was closed as not reading.
+	for _, v := range []*int64{&o.FrameLimit, &o.InboundLimit, &o.ResultLimit, &o.ChunkMemory, &o.OutboundBytes,
+		&o.OutboundTotal, &o.ReleaseAfter, &o.AuditMaxBytes, &o.MemoryLimit, &o.InboundMemory} {
+		*v = min(*v, SizeMax)
 	}
 	if o.Name == "" {
 		o.Name = "megane-jupyter-bridge"

@@ -360,8 +360,8 @@ func (af *adminFile) setPolicy(table, k string, v any) error {
 func tomlSize(v any) (int64, error) {
 	switch x := v.(type) {
 	case int64:
-		if x <= 0 {
-			return 0, fmt.Errorf("must be positive")
+		if x <= 0 || x > 1<<40 {
+			return 0, fmt.Errorf("must be from 1 byte to 1 TiB")
 		}
 		return x, nil
 	case string:
@@ -377,7 +377,10 @@ func tomlSize(v any) (int64, error) {
 			}
 		}
 		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n <= 0 || n > (1<<40)/mult {
+		if err == nil && n > (1<<40)/mult {
+			return 0, fmt.Errorf("%q is more than 1 TiB", x)
+		}
+		if err != nil || n <= 0 {
 			return 0, fmt.Errorf("%q is not a size: write bytes as a number, or a number with KiB, MiB or GiB", x)
 		}
 		return n * mult, nil

@@ -401,3 +401,32 @@ keep = 0
 		}
 	}
 }
+
+// TestAdminSizesBounded: every size has an upper bound (1 TiB), written as
+// a number or with a unit; result_limit = 9223372036854775807 used to pass
+// and close every page.
+func TestAdminSizesBounded(t *testing.T) {
+	for _, tc := range []struct {
+		value, want string
+	}{
+		{"9223372036854775807", "must be from 1 byte to 1 TiB"},
+		{"1000000000000000000", "must be from 1 byte to 1 TiB"},
+		{"1099511627777", "must be from 1 byte to 1 TiB"},
+		{`"1025GiB"`, `"1025GiB" is more than 1 TiB`},
+		{`"9223372036854775807"`, "is more than 1 TiB"},
+		{"1e18", "must be a size"},
+		{"-1", "must be from 1 byte to 1 TiB"},
+	} {
+		for _, key := range []string{"result_limit", "memory_limit", "outbound_total"} {
+			t.Run(key+"="+tc.value, func(t *testing.T) {
+				af, probs := parseAdmin("/etc/jupyter/"+AdminFileName, "[limits]\n"+key+" = "+tc.value+"\n")
+				if af == nil || !strings.Contains(problemsText(probs), tc.want) {
+					t.Fatalf("%s = %s: problems %q, want one saying %q", key, tc.value, problemsText(probs), tc.want)
+				}
+				if af.a.ResultLimit != 0 || af.a.MemoryLimit != 0 || af.a.OutboundTotal != 0 {
+					t.Fatalf("the value was taken: %+v", af.a)
+				}
+			})
+		}
+	}
+}
