@@ -147,7 +147,9 @@ type Options struct {
 	// MetricsPublicOnLoopback serves the metrics
 	// ({base}megane/builder-tools/metrics) without asking the Gate to a
 	// request made directly from this machine to the bridge's port: a TCP
-	// peer on a loopback address, a Host naming the port it arrived on,
+	// peer on a loopback address, a Host naming this machine's loopback
+	// (localhost, a name under .localhost, or a loopback address) and the
+	// port it arrived on,
 	// and no proxy's forwarding header (X-Forwarded-For, Forwarded,
 	// X-Real-IP), such as a node-exporter sidecar. jupyter-server-proxy's
 	// requests pass on the client's Host and so never qualify. Any other

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -379,8 +380,13 @@ func directFromLoopback(r *http.Request) bool {
 	if err != nil {
 		return false
 	}
-	_, hostPort, err := net.SplitHostPort(r.Host)
-	return err == nil && hostPort == localPort
+	// The Host must name this machine's loopback as well as the port: a
+	// page on a name of the attacker's that resolves to 127.0.0.1 (DNS
+	// rebinding) sends its own name, and is refused here as it is by
+	// every other route.
+	hostName, hostPort, err := net.SplitHostPort(r.Host)
+	loopbackName := LoopbackHost(hostName) || strings.HasSuffix(strings.ToLower(hostName), ".localhost")
+	return err == nil && hostPort == localPort && loopbackName
 }
 
 // serveMetrics answers a scrape: without a credential when

@@ -346,6 +346,22 @@ func TestMetricsPublicOnLoopback(t *testing.T) {
 			t.Errorf("a scrape through jupyter-server-proxy (Host localhost:8888) without a credential: status %d, want 401", resp.StatusCode)
 		}
 	}
+	// A DNS-rebinding page: from loopback, the right port, but a Host of
+	// the attacker's name. Loopback names with the right port are served.
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(on.srv.URL, "http://"))
+	for host, want := range map[string]int{"evil.example:" + port: http.StatusUnauthorized, "127.0.0.2.nip.io:" + port: http.StatusUnauthorized,
+		"localhost:" + port: http.StatusOK, "prom.localhost:" + port: http.StatusOK, "[::1]:" + port: http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodGet, on.srv.URL+"/megane/builder-tools/metrics", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("a scrape from loopback with Host %s: status %d, want %d", host, resp.StatusCode, want)
+		}
+	}
 	// The status page itself stays behind the Gate.
 	if _, status := getURL(t, on.srv.URL+"/megane/builder-tools/", nil); status == http.StatusOK {
 		t.Errorf("the status page was served without a credential")
