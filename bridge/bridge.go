@@ -47,6 +47,17 @@ type Options struct {
 	// If zero, 3 × ResultLimit + 256 MiB (the largest result's peak, about
 	// 1.9 × its size, with headroom); negative, none.
 	MemoryLimit int64
+	// ResultMemory bounds the bytes of tool servers' answers being read
+	// over Streamable HTTP, and of the results held for their calls until
+	// they are queued for the page, all servers and calls together; each
+	// buffer is reserved at its capacity before it is read (results.go).
+	// A call whose answer finds no room fails with busy at once (with
+	// too-large when it could never fit: an answer of unknown length,
+	// gzip-compressed or an event, needs up to twice its size while its
+	// buffer grows). If zero, half of MemoryLimit but at least twice
+	// ResultLimit + 1 MiB (513 MiB with the defaults), or SizeMax when
+	// there is no ceiling.
+	ResultMemory int64
 
 	MaxCallsPerTab    int // calls in flight per tab; if zero, 16
 	MaxCallsPerServer int // calls in flight per session; if zero, 64
@@ -190,7 +201,7 @@ func (o *Options) setDefaults() {
 	// a result limit of MaxInt64 made the outbound budget negative, and
 	// every page was closed as not reading.
 	for _, v := range []*int64{&o.FrameLimit, &o.InboundLimit, &o.ResultLimit, &o.ChunkMemory, &o.OutboundBytes,
-		&o.OutboundTotal, &o.ReleaseAfter, &o.AuditMaxBytes, &o.MemoryLimit, &o.InboundMemory} {
+		&o.OutboundTotal, &o.ReleaseAfter, &o.AuditMaxBytes, &o.MemoryLimit, &o.InboundMemory, &o.ResultMemory} {
 		*v = min(*v, SizeMax)
 	}
 	if o.Name == "" {
@@ -248,6 +259,12 @@ func (o *Options) setDefaults() {
 		o.AuditKeep = 3
 	}
 	def(&o.MemoryLimit, 3*o.ResultLimit+256<<20)
+	if o.ResultMemory == 0 {
+		o.ResultMemory = SizeMax
+		if o.MemoryLimit > 0 {
+			o.ResultMemory = max(o.MemoryLimit/2, 2*o.ResultLimit+1<<20)
+		}
+	}
 	if o.InboundMemory == 0 {
 		o.InboundMemory = 256 << 20
 		if o.MemoryLimit > 0 {
@@ -288,6 +305,7 @@ type Bridge struct {
 	mem      *memoryGauge // set by New
 	chunks   *chunkPool   // set by New; the bytes of every tab's incomplete chunk sequences (Options.ChunkMemory)
 	inbound  *inboundPool // set by New; the bytes of the frames tabs are sending (Options.InboundMemory)
+	results  *resultPool  // set by New; the bytes of server answers read and held for their calls (Options.ResultMemory)
 	lane     *lane        // set by New; bulk work waits for a place in it (lane.go)
 	metrics  *meters      // set by New; this bridge's registry (metrics.go)
 
@@ -312,6 +330,7 @@ func New(opts Options) *Bridge {
 	b.mem = newMemoryGauge()
 	b.chunks = &chunkPool{limit: opts.ChunkMemory}
 	b.inbound = newInboundPool(opts.InboundMemory)
+	b.results = newResultPool(opts.ResultMemory)
 	b.lane = newLane(0, 0)
 	b.metrics = newMetrics(b)
 	if opts.AuditFile != "" {

@@ -27,6 +27,7 @@ type call struct {
 	timeout time.Duration
 	start   time.Time // when the request arrived
 	labels  [2]string // the metrics' server and tool labels
+	slot    *rawSlot  // the raw outcome upstream; set by the goroutine running the call before callTool
 
 	ctx    context.Context
 	cancel context.CancelFunc // cancelling sends notifications/cancelled upstream
@@ -304,8 +305,12 @@ func (t *tab) handleCall(m pageMessage) {
 		defer cancel()
 		defer t.removePending(m.ID, p)
 		defer s.removeCall(c)
+		c.slot = &rawSlot{}
 		raw, perr := s.callTool(ctx, c)
 		c.finish(raw, perr)
+		// The result is queued for the page (the outbound budget counts
+		// it there) or dropped: its buffer's reservation goes back.
+		c.slot.close()
 	}()
 }
 

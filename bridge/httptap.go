@@ -231,18 +231,24 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch ct {
 	case "application/json":
-		body, err := io.ReadAll(io.LimitReader(resp.Body, rt.limit+1))
+		// Read into memory reserved in the result pool before it is read
+		// (decompressed bytes as they are produced): a body that finds no
+		// room fails its call at once, with busy.
+		body, held, err := readBody(resp.Body, resp.ContentLength, rt.limit, rt.tap.pool)
 		resp.Body.Close()
-		if err != nil {
+		var noRoom *errNoRoom
+		switch {
+		case errors.Is(err, errBodyOverLimit):
+			body = tooLargeResponse(reqID, resp.ContentLength, rt.limit)
+		case errors.As(err, &noRoom) && reqID != nil:
+			body = noRoomResponse(reqID, noRoom)
+		case err != nil:
 			return nil, err
+		default:
+			body = rt.tap.incomingHeld(body, held) // the reservation goes with it
 		}
 		if reqID != nil {
 			rt.answered(rawIDKey(reqID))
-		}
-		if int64(len(body)) > rt.limit {
-			body = tooLargeResponse(reqID, -1, rt.limit)
-		} else {
-			body = rt.tap.incoming(body)
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		resp.ContentLength = int64(len(body))
@@ -292,7 +298,7 @@ func (rt *tapRoundTripper) boundedDiscover(req *http.Request, id json.RawMessage
 			return
 		}
 		defer a.resp.Body.Close()
-		if a.resp.StatusCode == http.StatusOK && answersWithResult(a.resp, id, rt.limit) {
+		if a.resp.StatusCode == http.StatusOK && answersWithResult(a.resp, id, rt.limit, rt.tap.pool) {
 			rt.probe.markLate()
 		}
 	}()
@@ -305,7 +311,7 @@ func (rt *tapRoundTripper) boundedDiscover(req *http.Request, id json.RawMessage
 // answersWithResult reports whether a response body (JSON, or an event
 // stream, read up to limit bytes) holds the answer to the request id, and
 // that answer is a result rather than an error.
-func answersWithResult(resp *http.Response, id json.RawMessage, limit int64) bool {
+func answersWithResult(resp *http.Response, id json.RawMessage, limit int64, pool *resultPool) bool {
 	want := rawIDKey(id)
 	isResult := func(msg []byte) (answer, result bool) {
 		var m struct {
@@ -321,20 +327,23 @@ func answersWithResult(resp *http.Response, id json.RawMessage, limit int64) boo
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch ct {
 	case "application/json":
-		b, err := io.ReadAll(body)
+		b, held, err := readBody(body, -1, limit, pool)
 		if err != nil {
 			return false
 		}
 		_, result := isResult(b)
+		pool.release(held)
 		return result
 	case "text/event-stream":
 		r := bufio.NewReader(body)
 		for {
-			ev, err := readEvent(r, limit)
+			ev, err := readEvent(r, limit, pool)
 			if err != nil {
 				return false
 			}
-			if answer, result := isResult(ev.data); answer {
+			answer, result := isResult(ev.data)
+			pool.release(ev.held)
+			if answer {
 				return result
 			}
 		}
@@ -460,6 +469,22 @@ func tooLargeResponse(id json.RawMessage, size, limit int64) []byte {
 	return b
 }
 
+// codeNoRoom is the JSON-RPC error code the bridge puts in place of an
+// answer that found no room in the result pool; its data says how much was
+// needed, the pool's limit and whether it could ever fit, so the call fails
+// with busy, or too-large when it could never fit.
+const codeNoRoom = -32052
+
+func noRoomResponse(id json.RawMessage, e *errNoRoom) []byte {
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   rpcError        `json:"error"`
+	}{"2.0", id, rpcError{Code: codeNoRoom, Message: e.Error(),
+		Data: json.RawMessage(fmt.Sprintf(`{"size":%d,"never":%t,"limit":%d}`, e.size, e.never(), e.limit))}})
+	return b
+}
+
 // sseTap rewrites a text/event-stream body event by event: the data of each
 // event goes through the tap. One reader (go-sdk's) at a time.
 type sseTap struct {
@@ -507,15 +532,25 @@ func (s *sseTap) nextEvent() error {
 	// event is dropped, as an event-stream reader must, so that go-sdk
 	// resumes after the last complete one instead of failing on half a
 	// message.
-	ev, err := readEvent(s.r, s.limit)
-	if errors.Is(err, errFieldsTooLong) && s.reqID != nil {
+	ev, err := readEvent(s.r, s.limit, s.tap.pool)
+	var noRoom *errNoRoom
+	id := s.reqID
+	if id == nil {
+		id = ev.overID
+	}
+	if id != nil && (errors.Is(err, errFieldsTooLong) || errors.As(err, &noRoom)) {
 		// The call this stream answers ends here, with the reason; the
 		// rest of the stream is not read.
-		b, _ := json.Marshal(struct {
-			JSONRPC string          `json:"jsonrpc"`
-			ID      json.RawMessage `json:"id"`
-			Error   rpcError        `json:"error"`
-		}{"2.0", s.reqID, rpcError{Code: stdio.CodeUnreadable, Message: err.Error()}})
+		var b []byte
+		if noRoom != nil {
+			b = noRoomResponse(id, noRoom)
+		} else {
+			b, _ = json.Marshal(struct {
+				JSONRPC string          `json:"jsonrpc"`
+				ID      json.RawMessage `json:"id"`
+				Error   rpcError        `json:"error"`
+			}{"2.0", id, rpcError{Code: stdio.CodeUnreadable, Message: err.Error()}})
+		}
 		s.out.WriteString("data: ")
 		s.out.Write(b)
 		s.out.WriteString("\n\n")
@@ -532,25 +567,30 @@ func (s *sseTap) nextEvent() error {
 }
 
 // sseEvent is one event of an event stream: its data lines joined with
-// "\n", its other lines as sent, and whether its data went past the limit
-// (then data is nil and size says how much there was).
+// "\n", its other lines as sent (comments left out), and whether its data
+// went past the limit (then data is nil and size says how much there was).
+// held is the reservation of data's buffer in the result pool.
 type sseEvent struct {
 	fields  [][]byte
 	data    []byte
+	held    int64
 	hasData bool
 	over    bool
 	size    int64
 	overID  json.RawMessage // for data over the limit: the response id read from its start, if any
 }
 
-// overHead is how much of a data line over the limit is kept to read the
-// id of the response it carries (a response on a resumed GET stream has
-// no request id to fall back on).
+// overHead is how much of the data of an event over the limit is scanned
+// for the id of the response it carries (a response on a resumed GET
+// stream has no request id to fall back on).
 const overHead = 4 << 10
 
 // readEvent reads one event, up to the blank line that ends it, keeping at
-// most limit bytes of its data. An error means the stream ended (or failed)
-// inside the event, which is then not returned.
+// most limit bytes of its data in a buffer reserved in pool (nil: not
+// counted). An error means the stream ended (or failed) inside the event,
+// which is then not returned; an error wrapping *errNoRoom means the pool
+// had no room for the data, and the id of the response it carried, when
+// its start shows one, is in the event returned with it.
 //
 // Lines other than data are bounded much more tightly: each at
 // sseFieldMax, all of one event's together at sseFieldsMax (comments
@@ -558,55 +598,109 @@ const overHead = 4 << 10
 // wrapping errFieldsTooLong at once, without reading the rest: the bridge
 // needs only data, id, event and retry, and a stream that never ends an
 // event must not hold its lines.
-func readEvent(r *bufio.Reader, limit int64) (sseEvent, error) {
+func readEvent(r *bufio.Reader, limit int64, pool *resultPool) (sseEvent, error) {
 	var ev sseEvent
+	data := budgetBuf{pool: pool, max: limit}
 	var other int64 // bytes of this event's lines other than data
 	for {
-		line, err := readLine(r, limit-ev.size+1, sseFieldMax)
-		if err == errFieldsTooLong {
-			return sseEvent{}, fmt.Errorf("the server's event stream sent a line other than data of more than %d bytes: %w", sseFieldMax, errFieldsTooLong)
-		}
-		if err == errLineTooLong {
-			if !ev.over && bytes.HasPrefix(line, []byte("data:")) {
-				ev.overID, _ = stdio.ResponseID(ev.data, bytes.TrimPrefix(line[5:], []byte(" ")))
+		frag, err := r.ReadSlice('\n')
+		// The reader's buffer is larger than "data:", so a first fragment
+		// that does not start with it is another line.
+		if !bytes.HasPrefix(frag, []byte("data:")) {
+			line, err := readField(r, frag, err)
+			if err != nil {
+				data.free()
+				return sseEvent{}, err
 			}
-			ev.over = true
-			ev.data = nil
+			if len(line) == 0 { // end of event
+				ev.data, ev.held = data.take()
+				return ev, nil
+			}
+			other += int64(len(line)) + 1
+			if other > sseFieldsMax {
+				data.free()
+				return sseEvent{}, fmt.Errorf("the server's event stream sent an event with more than %d bytes of lines other than data: %w", sseFieldsMax, errFieldsTooLong)
+			}
+			if line[0] != ':' { // a comment: nothing reads it
+				ev.fields = append(ev.fields, line)
+			}
 			continue
+		}
+		// A data line: its value goes straight into the event's data.
+		v := bytes.TrimPrefix(frag[5:], []byte(" "))
+		if ev.hasData && !ev.over {
+			if werr := data.write([]byte{'\n'}); werr != nil {
+				return ev.noRoom(&data, werr)
+			}
+		}
+		ev.hasData = true
+		start := len(data.b)
+		for {
+			ev.size += int64(len(v))
+			switch {
+			case ev.over:
+			case ev.size > limit+2: // + the line's end, \r\n
+				ev.overID, _ = stdio.ResponseID(data.b[:min(len(data.b), overHead)], v[:min(len(v), overHead)])
+				ev.over = true
+				data.free()
+			default:
+				if werr := data.write(v); werr != nil {
+					return ev.noRoom(&data, werr)
+				}
+			}
+			if err != bufio.ErrBufferFull {
+				break
+			}
+			v, err = r.ReadSlice('\n')
 		}
 		if err != nil {
+			data.free()
 			return sseEvent{}, err
 		}
-		if len(line) == 0 { // end of event
-			return ev, nil
+		// The line's end is not data.
+		end := int64(1)
+		if !ev.over {
+			line := data.b[start:]
+			data.b = data.b[:start+len(bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r")))]
+			end = int64(len(line) - (len(data.b) - start))
 		}
-		if bytes.HasPrefix(line, []byte("data:")) {
-			v := bytes.TrimPrefix(line[5:], []byte(" "))
-			ev.size += int64(len(v))
-			if ev.size > limit {
-				if !ev.over {
-					ev.overID, _ = stdio.ResponseID(ev.data, v[:min(len(v), overHead)])
-				}
-				ev.over = true
-				ev.data = nil
-				continue
-			}
-			if ev.hasData {
-				ev.data = append(ev.data, '\n')
-			}
-			ev.data = append(ev.data, v...)
-			ev.hasData = true
-			continue
+		ev.size -= end
+		if !ev.over && ev.size > limit {
+			ev.overID, _ = stdio.ResponseID(data.b[:min(len(data.b), overHead)])
+			ev.over = true
+			data.free()
 		}
-		other += int64(len(line)) + 1
-		if other > sseFieldsMax {
-			return sseEvent{}, fmt.Errorf("the server's event stream sent an event with more than %d bytes of lines other than data: %w", sseFieldsMax, errFieldsTooLong)
-		}
-		if line[0] == ':' {
-			continue // a comment: nothing reads it
-		}
-		ev.fields = append(ev.fields, bytes.Clone(line))
 	}
+}
+
+// noRoom ends an event whose data found no room in the pool, with the id
+// its start shows, if any.
+func (ev sseEvent) noRoom(data *budgetBuf, err error) (sseEvent, error) {
+	id, _ := stdio.ResponseID(data.b[:min(len(data.b), overHead)])
+	data.free()
+	return sseEvent{overID: id}, fmt.Errorf("reading the server's answer: %w", err)
+}
+
+// readField reads the rest of a line other than data whose first fragment
+// (and its read error) is given: without its end, bounded at sseFieldMax
+// (errFieldsTooLong as soon as it is passed, the rest left unread).
+func readField(r *bufio.Reader, frag []byte, err error) ([]byte, error) {
+	var line []byte
+	for {
+		if len(line)+len(frag) > sseFieldMax+2 { // + its end, \r\n
+			return nil, fmt.Errorf("the server's event stream sent a line other than data of more than %d bytes: %w", sseFieldMax, errFieldsTooLong)
+		}
+		line = append(line, frag...)
+		if err != bufio.ErrBufferFull {
+			break
+		}
+		frag, err = r.ReadSlice('\n')
+	}
+	if err != nil {
+		return nil, err
+	}
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	return bytes.TrimSuffix(line, []byte("\r")), nil
 }
 
 // The bounds of an event's lines other than data (readEvent): id, event
@@ -625,7 +719,7 @@ func (s *sseTap) flush(ev sseEvent) {
 		s.out.Write(f)
 		s.out.WriteByte('\n')
 	}
-	data, hasData := ev.data, ev.hasData
+	data, hasData, held := ev.data, ev.hasData, ev.held
 	if ev.over {
 		id := s.reqID
 		if id == nil {
@@ -638,7 +732,7 @@ func (s *sseTap) flush(ev sseEvent) {
 		data = tooLargeResponse(id, size, s.limit)
 		hasData = true
 	} else if hasData {
-		data = s.tap.incoming(data)
+		data = s.tap.incomingHeld(data, held) // the reservation goes with it
 	}
 	if hasData {
 		s.out.WriteString("data: ")
@@ -646,47 +740,4 @@ func (s *sseTap) flush(ev sseEvent) {
 		s.out.WriteByte('\n')
 	}
 	s.out.WriteByte('\n')
-}
-
-var errLineTooLong = fmt.Errorf("line too long")
-
-// readLine reads one line without its end (\n, \r\n or \r is not handled:
-// the event-stream servers here end lines with \n or \r\n). A data line
-// longer than max is consumed and reported as errLineTooLong with only its
-// first overHead bytes kept. Any other line longer than fieldMax is
-// reported as errFieldsTooLong as soon as that is known, with the rest of
-// it left unread.
-func readLine(r *bufio.Reader, max, fieldMax int64) ([]byte, error) {
-	var line []byte
-	var n int64
-	field := false
-	for first := true; ; first = false {
-		frag, err := r.ReadSlice('\n')
-		// The reader's buffer is larger than "data:", so a first fragment
-		// that does not start with it is another line.
-		field = field || first && !bytes.HasPrefix(frag, []byte("data:"))
-		n += int64(len(frag))
-		if field && n > fieldMax+2 { // + its end, \r\n
-			return nil, errFieldsTooLong
-		}
-		if n <= max {
-			line = append(line, frag...)
-		} else if len(line) < overHead {
-			line = append(line, frag[:min(len(frag), overHead-len(line))]...)
-		} else if len(line) > overHead {
-			line = bytes.Clone(line[:overHead]) // not the whole line's array
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if n > max {
-			if err != nil {
-				return nil, err
-			}
-			return line, errLineTooLong
-		}
-		line = bytes.TrimSuffix(line, []byte("\n"))
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		return line, err
-	}
 }

@@ -63,7 +63,7 @@ func TestReadEventBounds(t *testing.T) {
 		{"long data line is not a field", "data: \"" + long + "\"\n\n", nil, `"` + long + `"`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ev, err := readEvent(bufio.NewReaderSize(strings.NewReader(tc.stream), 64<<10), 1<<20)
+			ev, err := readEvent(bufio.NewReaderSize(strings.NewReader(tc.stream), 64<<10), 1<<20, nil)
 			if tc.tooLong {
 				if !errors.Is(err, errFieldsTooLong) {
 					t.Fatalf("err = %v, want errFieldsTooLong", err)

@@ -103,6 +103,7 @@ func newSession(b *Bridge, spec ServerSpec) *session {
 	}
 	s.markHeard()
 	s.tap = newTap(s.routeProgress)
+	s.tap.pool = b.results
 	return s
 }
 
@@ -848,14 +849,17 @@ func (s *session) currentListing() *listing {
 
 // callTool runs one tools/call upstream and returns its raw result.
 func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
-	slot := &rawSlot{}
+	slot := c.slot
+	if slot == nil {
+		slot = &rawSlot{}
+	}
 	s.tap.expectCall(c.token, slot)
 	params := &mcp.CallToolParams{Name: c.tool, Arguments: json.RawMessage(c.args)}
 	params.SetProgressToken(c.token)
 	_, err := s.cs.CallTool(ctx, params)
 	raw, rpcErr, got := slot.get()
 	var wire *jsonrpc.Error
-	if rpcErr == nil && errors.As(err, &wire) && (wire.Code == stdio.CodeTooLarge || wire.Code == stdio.CodeUnreadable) {
+	if rpcErr == nil && errors.As(err, &wire) && (wire.Code == stdio.CodeTooLarge || wire.Code == stdio.CodeUnreadable || wire.Code == codeNoRoom) {
 		// The transport synthesized it without the tap seeing it.
 		rpcErr = &rpcError{Code: wire.Code, Message: wire.Message, Data: wire.Data}
 	}
@@ -873,6 +877,17 @@ func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
 			e.Limit = s.b.opts.ResultLimit
 		}
 		return nil, e
+	case rpcErr != nil && rpcErr.Code == codeNoRoom:
+		var d struct {
+			Never bool
+			Limit int64
+		}
+		if json.Unmarshal(rpcErr.Data, &d) == nil && d.Never {
+			e := errorf(CodeTooLargeErr, "%s: %s", s.spec.Name, rpcErr.Message)
+			e.Limit = d.Limit
+			return nil, e
+		}
+		return nil, errorf(CodeBusy, "%s: %s", s.spec.Name, rpcErr.Message)
 	case rpcErr != nil && rpcErr.Code == stdio.CodeUnreadable:
 		return nil, errorf(CodeServerFailed, "%s: %s failed: %s", s.spec.Name, c.tool, rpcErr.Message)
 	case rpcErr != nil:

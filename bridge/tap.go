@@ -27,6 +27,32 @@ type rawSlot struct {
 	result   []byte // guarded by mu; the raw "result" value
 	rpcErr   *rpcError
 	received bool
+	pool     *resultPool // the pool held is reserved in
+	held     int64       // guarded by mu; the result's buffer reserved in pool, until closed
+	closed   bool        // guarded by mu; the call is over: a late result's reservation goes back at once
+}
+
+// hold takes over the reservation of the result's buffer.
+func (s *rawSlot) hold(pool *resultPool, n int64) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		pool.release(n)
+		return
+	}
+	s.pool, s.held = pool, s.held+n
+	s.mu.Unlock()
+}
+
+// close ends the slot: its result's reservation goes back to the pool (the
+// caller has queued the result for the page, where the outbound budget
+// counts it, or dropped it).
+func (s *rawSlot) close() {
+	s.mu.Lock()
+	pool, held := s.pool, s.held
+	s.closed, s.held, s.result = true, 0, nil
+	s.mu.Unlock()
+	pool.release(held)
 }
 
 type rpcError struct {
@@ -56,6 +82,10 @@ type tap struct {
 	// responses at once, so progress routed through go-sdk can arrive after
 	// its call's result and be lost; routed here it never can.
 	onProgress func(*mcp.ProgressNotificationParams)
+
+	// pool, if not nil, is where the buffers of answers read over
+	// Streamable HTTP are reserved (results.go); set at creation.
+	pool *resultPool
 
 	mu      sync.Mutex
 	byToken map[string]*rawSlot // guarded by mu; tools/call slots by progress token
@@ -152,11 +182,24 @@ var (
 // returns the bytes the SDK should decode. It takes ownership of raw. A
 // progress notification is routed by the tap and still handed to the SDK
 // (which ignores it): over Streamable HTTP an event cannot be left out.
-func (t *tap) incoming(raw []byte) []byte {
+func (t *tap) incoming(raw []byte) []byte { return t.incomingHeld(raw, 0) }
+
+// incomingHeld is incoming for a message whose buffer has held bytes
+// reserved in t.pool: a result captured for its call keeps the
+// reservation until the call is over (rawSlot.close); for anything else
+// it goes back at once (what go-sdk decodes is small, see response).
+func (t *tap) incomingHeld(raw []byte, held int64) []byte {
 	if t.progress(raw) {
+		t.pool.release(held)
 		return raw
 	}
-	return t.response(raw)
+	out, slot := t.response(raw)
+	if slot != nil {
+		slot.hold(t.pool, held)
+	} else {
+		t.pool.release(held)
+	}
+	return out
 }
 
 // incomingStdio is incoming for the stdio transport, which can drop a
@@ -167,7 +210,8 @@ func (t *tap) incomingStdio(raw []byte) []byte {
 	if t.progress(raw) {
 		return nil
 	}
-	return t.response(raw)
+	out, _ := t.response(raw)
+	return out
 }
 
 // progress routes raw if it is a progress notification and reports whether
@@ -191,13 +235,16 @@ func (t *tap) progress(raw []byte) bool {
 }
 
 // response captures raw if it answers a call or listing the tap expects,
-// and returns the stub the SDK should decode instead; anything else is
-// returned as it is.
-func (t *tap) response(raw []byte) []byte {
+// and returns the stub the SDK should decode instead, and the call's slot
+// when it kept a call's result; anything else is returned as it is, but a
+// large result that answers nothing the tap expects (a late answer to a
+// call given up on) is cut to an empty one: go-sdk drops it anyway, and
+// would decode it whole first.
+func (t *tap) response(raw []byte) ([]byte, *rawSlot) {
 	// Cheap test first: only responses are of interest, and every response
 	// has "result" or "error". Notifications and requests pass untouched.
 	if !bytes.Contains(raw, []byte(`"result"`)) && !bytes.Contains(raw, []byte(`"error"`)) {
-		return raw
+		return raw, nil
 	}
 	var m struct {
 		ID     rawRef  `json:"id"`
@@ -206,10 +253,10 @@ func (t *tap) response(raw []byte) []byte {
 		Error  rawRef  `json:"error"`
 	}
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return t.unreadable(raw, err)
+		return t.unreadable(raw, err), nil
 	}
 	if m.Method != nil || m.ID == nil {
-		return raw
+		return raw, nil
 	}
 	key := rawIDKey(m.ID)
 	t.mu.Lock()
@@ -219,16 +266,19 @@ func (t *tap) response(raw []byte) []byte {
 	}
 	t.mu.Unlock()
 	if s == nil {
-		return raw
+		if len(m.Result) > unexpectedResultMax {
+			return append(append(append([]byte(`{"jsonrpc":"2.0","id":`), m.ID...), `,"result":`...), append(stubCallResult, '}')...), nil
+		}
+		return raw, nil
 	}
 	if s.init && (m.Error != nil || m.Result == nil) {
-		return raw // a failed step of the handshake: go-sdk falls back
+		return raw, nil // a failed step of the handshake: go-sdk falls back
 	}
 	if s.init && bytes.Contains(raw, []byte(`"supportedVersions"`)) {
 		// server/discover: kept raw for the page, decoded by go-sdk as
 		// sent (its serverInfo is a _meta entry go-sdk reads leniently).
 		s.set(bytes.Clone(m.Result), nil)
-		return raw
+		return raw, nil
 	}
 	if m.Error != nil {
 		var e rpcError
@@ -236,11 +286,11 @@ func (t *tap) response(raw []byte) []byte {
 			e = rpcError{Code: -32603, Message: "malformed error object"}
 		}
 		s.set(nil, &e)
-		return raw
+		return raw, nil
 	}
 	if m.Result == nil {
 		s.set(nil, &rpcError{Code: -32603, Message: "response has neither result nor error"})
-		return raw
+		return raw, nil
 	}
 	// Callers hand over raw (the stdio transport never reuses its line
 	// buffers; the HTTP tap reads each body or event into a slice of its
@@ -248,7 +298,7 @@ func (t *tap) response(raw []byte) []byte {
 	result := []byte(m.Result)
 	if s.init {
 		s.set(bytes.Clone(result), nil)
-		return initStub(m.ID, result, raw)
+		return initStub(m.ID, result, raw), nil
 	}
 	s.set(result, nil)
 	// Hand the SDK a stub of the right shape.
@@ -261,8 +311,15 @@ func (t *tap) response(raw []byte) []byte {
 	out = append(out, m.ID...)
 	out = append(out, `,"result":`...)
 	out = append(out, stub...)
-	return append(out, '}')
+	if s.list {
+		return append(out, '}'), nil
+	}
+	return append(out, '}'), s
 }
+
+// unexpectedResultMax is the largest result the tap hands go-sdk for a
+// response it does not expect.
+const unexpectedResultMax = 64 << 10
 
 // unreadable handles a message the JSON decoder could not read (nested
 // deeper than it goes, say). If it is a response whose id can be read at

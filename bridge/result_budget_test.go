@@ -1,0 +1,172 @@
+package bridge_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+)
+
+// bigResults answers every tools/call with a result of size bytes of text
+// (a JSON body with or without its length, gzip-compressed, or an event),
+// and hands everything else to go-sdk's server.
+type bigResults struct {
+	size    int
+	encode  string // "length", "chunked", "gzip", "sse"
+	release chan struct{}
+}
+
+func (b *bigResults) result(id json.RawMessage) []byte {
+	text := strings.Repeat("x", b.size)
+	return []byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"content":[{"type":"text","text":"` + text + `"}]}}`)
+}
+
+func (b *bigResults) handler(t *testing.T) http.Handler {
+	real := resumableServer(t)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var m struct {
+				ID     json.RawMessage
+				Method string
+			}
+			if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" {
+				if b.release != nil {
+					<-b.release // all the calls are answered together
+				}
+				res := b.result(m.ID)
+				switch b.encode {
+				case "length":
+					w.Header().Set("Content-Type", "application/json")
+					w.Header().Set("Content-Length", strconv.Itoa(len(res)))
+					w.Write(res)
+				case "chunked":
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusOK)
+					for i := 0; i < len(res); i += 1 << 20 {
+						w.Write(res[i:min(len(res), i+1<<20)])
+						w.(http.Flusher).Flush()
+					}
+				case "gzip":
+					w.Header().Set("Content-Type", "application/json")
+					w.Header().Set("Content-Encoding", "gzip")
+					zw := gzip.NewWriter(w)
+					zw.Write(res)
+					zw.Close()
+				case "sse":
+					w.Header().Set("Content-Type", "text/event-stream")
+					w.WriteHeader(http.StatusOK)
+					fmt.Fprintf(w, "id: 1\ndata: %s\n\n", res)
+				}
+				return
+			}
+		}
+		real.ServeHTTP(w, r)
+	})
+}
+
+// TestResultsInFlightBounded: several large results at once over
+// Streamable HTTP, each under the result limit, are read only as far as
+// one budget for all of them allows (ResultMemory, reserved before the
+// bytes are read, decompressed bytes as they are produced): the calls
+// that find no room fail at once with busy, saying why, the others get
+// their results byte for byte, the budget's peak never passes its limit,
+// and it is all handed back afterwards. Before, six concurrent 255 MiB
+// results (or eight gzip ones of 255 KiB on the wire) were each read whole
+// and the bridge died out of memory.
+func TestResultsInFlightBounded(t *testing.T) {
+	const size = 20 << 20 // two do not fit the budget below at once
+	for _, encode := range []string{"length", "chunked", "gzip", "sse"} {
+		t.Run(encode, func(t *testing.T) {
+			big := &bigResults{size: size, encode: encode, release: make(chan struct{})}
+			srv := httptest.NewServer(big.handler(t))
+			t.Cleanup(srv.Close)
+			spec := bridge.ServerSpec{Name: "big", Transport: bridge.TransportHTTP, URL: srv.URL + "/mcp", Source: "test", Fingerprint: "sha256:big"}
+			const budget = 40 << 20
+			h := newHarness(t, bridge.Options{ResultLimit: 32 << 20, ResultMemory: budget, MemoryLimit: 512 << 20}, spec)
+			ctx := testCtx(t, 120*time.Second)
+			p := h.page(ctx)
+			connect(t, ctx, p, 1, spec)
+			const calls = 6
+			for i := range calls {
+				if err := p.Send(map[string]any{"type": "tools:call", "id": 10 + i, "server": spec.Name, "tool": "steps", "arguments": map[string]any{"n": 1}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(200 * time.Millisecond) // every call has reached the server
+			close(big.release)
+			var mu sync.Mutex
+			outcomes := map[string]int{}
+			want := big.result(json.RawMessage("0"))
+			wantResult := want[bytes.Index(want, []byte(`"result":`))+len(`"result":`) : len(want)-1]
+			for i := range calls {
+				r, err := p.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:call" && string(m.ID) == strconv.Itoa(10+i) })
+				if err != nil {
+					t.Fatal(err)
+				}
+				mu.Lock()
+				switch {
+				case r.OK != nil && *r.OK:
+					if !bytes.Equal(r.Fields["result"], wantResult) {
+						t.Errorf("call %d: a result of %d bytes, not the server's %d", 10+i, len(r.Fields["result"]), len(wantResult))
+					}
+					outcomes["ok"]++
+				case r.Error != nil && r.Error.Code == bridge.CodeBusy:
+					if !strings.Contains(r.Error.Message, "no room now") {
+						t.Errorf("call %d: busy with %q, want it to say the bridge has no room for the answer", 10+i, r.Error.Message)
+					}
+					outcomes["busy"]++
+				default:
+					t.Errorf("call %d: %s", 10+i, r)
+				}
+				mu.Unlock()
+			}
+			if outcomes["ok"] == 0 || outcomes["busy"] == 0 {
+				t.Errorf("outcomes %v: want some results and some calls refused for room", outcomes)
+			}
+			fams := scrape(t, h.srv.URL+"/megane/builder-tools/metrics", nil)
+			peak := value(fams, "megane_bridge_result_memory_peak_bytes", nil)
+			if peak <= 0 || peak > budget {
+				t.Errorf("the result budget's peak was %.0f bytes, want 1 to %d", peak, budget)
+			}
+			if used := value(fams, "megane_bridge_result_memory_bytes", nil); used != 0 {
+				t.Errorf("%.0f bytes of the result budget still held after every call was answered", used)
+			}
+			t.Logf("outcomes %v, budget peak %.1f of %d MiB", outcomes, peak/(1<<20), budget>>20)
+		})
+	}
+}
+
+// TestResultNeverFitsIsTooLarge: an answer larger than the whole budget
+// for results in flight (though under the result limit) fails with
+// too-large, naming the budget, and never with a retry that cannot help.
+func TestResultNeverFitsIsTooLarge(t *testing.T) {
+	big := &bigResults{size: 12 << 20, encode: "length"}
+	srv := httptest.NewServer(big.handler(t))
+	t.Cleanup(srv.Close)
+	spec := bridge.ServerSpec{Name: "big", Transport: bridge.TransportHTTP, URL: srv.URL + "/mcp", Source: "test", Fingerprint: "sha256:big"}
+	h := newHarness(t, bridge.Options{ResultLimit: 32 << 20, ResultMemory: 8 << 20}, spec)
+	ctx := testCtx(t, 60*time.Second)
+	p := h.page(ctx)
+	connect(t, ctx, p, 1, spec)
+	r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": 2, "server": spec.Name, "tool": "steps", "arguments": map[string]any{"n": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustErr(t, r, bridge.CodeTooLargeErr)
+	if !strings.Contains(r.Error.Message, "needs more than the bridge's room for results in flight") {
+		t.Fatalf("message %q", r.Error.Message)
+	}
+}

@@ -1,0 +1,195 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// The answers tool servers send over Streamable HTTP are read into memory
+// whole (a JSON body, or an event's data), and each call's result stays
+// there until its answer is queued for the page. Every byte of those
+// buffers, at its capacity, is reserved against one budget for all servers
+// and calls (Options.ResultMemory) before it is read: decompressed bytes as
+// they are produced, a buffer that grows counted old and new while both
+// live. A read that cannot get room stops at once, and the call it answers
+// fails with busy (too-large if it could never fit), so that six large
+// results at once, or four gzip bombs, cannot pass the memory ceiling.
+
+// resultPool counts the bytes of server answers being read or held for
+// their calls. Safe for concurrent use. A nil pool counts nothing.
+type resultPool struct {
+	limit int64
+
+	mu   sync.Mutex
+	used int64 // guarded by mu
+	peak int64 // guarded by mu; the most used at once (tests, metrics)
+}
+
+func newResultPool(limit int64) *resultPool { return &resultPool{limit: limit} }
+
+// errNoRoom is the read error when the pool cannot take a buffer's growth:
+// size is the bytes the message needed room for, held what its reader
+// held already (both live while a buffer grows), used what all readers
+// held.
+type errNoRoom struct {
+	size, held, used, limit int64
+}
+
+// never reports whether the growth failed with the pool to itself (or the
+// bytes alone are more than it holds): retrying cannot help. A reader that
+// failed while others held room is busy, whatever its own size.
+func (e *errNoRoom) never() bool { return e.size > e.limit || e.used == e.held }
+
+func (e *errNoRoom) Error() string {
+	if e.never() {
+		return fmt.Sprintf("an answer of more than %s needs more than the bridge's room for results in flight (%s) while it is read", mib(e.size), mib(e.limit))
+	}
+	return fmt.Sprintf("the bridge has no room now for an answer of more than %s: %s of its %s for results in flight are taken by other calls; try again when they have finished", mib(e.size), mib(e.used-e.held), mib(e.limit))
+}
+
+// reserve counts between least and most more bytes, as many as fit, and
+// returns how many; or an *errNoRoom when not even least fit. held is what
+// the reader holds already, size the bytes its message needs room for.
+func (p *resultPool) reserve(least, most, held, size int64) (int64, error) {
+	if p == nil {
+		return most, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	free := p.limit - p.used
+	if free < least {
+		return 0, &errNoRoom{size: size, held: held, used: p.used, limit: p.limit}
+	}
+	n := min(most, free)
+	p.used += n
+	p.peak = max(p.peak, p.used)
+	return n, nil
+}
+
+// release hands n bytes back.
+func (p *resultPool) release(n int64) {
+	if p == nil || n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	p.used -= n
+	p.mu.Unlock()
+}
+
+func (p *resultPool) inUse() (used, peak int64) {
+	if p == nil {
+		return 0, 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.used, p.peak
+}
+
+// budgetBuf is a byte slice whose capacity is reserved in a pool. The zero
+// value with a nil pool is a plain growing slice.
+type budgetBuf struct {
+	pool *resultPool
+	max  int64 // the most bytes it may hold; growth stops there
+	b    []byte
+	held int64 // reserved for b's capacity
+}
+
+// minGrowth is the first capacity a budgetBuf takes.
+const minGrowth = 32 << 10
+
+// ensure makes room for n more bytes, reserving the new capacity before
+// allocating it (old and new are both live while the bytes are copied): up
+// to twice the old capacity, or as much of that as the pool has free.
+func (bb *budgetBuf) ensure(n int) error {
+	need := int64(len(bb.b) + n)
+	if need <= int64(cap(bb.b)) {
+		return nil
+	}
+	want := max(2*int64(cap(bb.b)), need, minGrowth)
+	if bb.max > 0 {
+		want = min(want, max(bb.max, need))
+	}
+	got, err := bb.pool.reserve(need, want, bb.held, need)
+	if err != nil {
+		return err
+	}
+	nb := make([]byte, len(bb.b), got)
+	copy(nb, bb.b)
+	bb.pool.release(bb.held)
+	bb.b, bb.held = nb, got
+	return nil
+}
+
+// write appends p.
+func (bb *budgetBuf) write(p []byte) error {
+	if err := bb.ensure(len(p)); err != nil {
+		return err
+	}
+	bb.b = append(bb.b, p...)
+	return nil
+}
+
+// take hands over the bytes and their reservation.
+func (bb *budgetBuf) take() ([]byte, int64) {
+	b, h := bb.b, bb.held
+	bb.b, bb.held = nil, 0
+	return b, h
+}
+
+// free drops the bytes and hands their reservation back.
+func (bb *budgetBuf) free() {
+	bb.pool.release(bb.held)
+	bb.b, bb.held = nil, 0
+}
+
+// readBody reads an answer's body into memory reserved in pool: of
+// exactly size bytes when the length is known (refused at once when it is
+// over limit or finds no room), else growing as it is read. More than
+// limit bytes gives errBodyOverLimit (what was read is dropped).
+func readBody(r io.Reader, size, limit int64, pool *resultPool) ([]byte, int64, error) {
+	bb := budgetBuf{pool: pool, max: limit + 1}
+	if size > limit {
+		return nil, 0, errBodyOverLimit
+	}
+	if size >= 0 {
+		if err := bb.ensure(int(size) + 1); err != nil {
+			return nil, 0, err
+		}
+	}
+	var probe [512]byte
+	for {
+		var n int
+		var err error
+		if len(bb.b) == cap(bb.b) {
+			// Full: a small read first, so that a body that ends exactly
+			// here does not grow the buffer to find its end.
+			n, err = r.Read(probe[:])
+			if n > 0 {
+				if werr := bb.write(probe[:n]); werr != nil {
+					bb.free()
+					return nil, 0, werr
+				}
+				n = 0
+			}
+		} else {
+			n, err = r.Read(bb.b[len(bb.b):cap(bb.b)])
+		}
+		bb.b = bb.b[:len(bb.b)+n]
+		if int64(len(bb.b)) > limit {
+			bb.free()
+			return nil, 0, errBodyOverLimit
+		}
+		if err == io.EOF {
+			b, h := bb.take()
+			return b, h, nil
+		}
+		if err != nil {
+			bb.free()
+			return nil, 0, err
+		}
+	}
+}
+
+var errBodyOverLimit = errors.New("over the result limit")
