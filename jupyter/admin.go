@@ -72,6 +72,7 @@ type AdminSettings struct {
 	OutboundTotal      int64 // [limits] outbound_total: bytes queued for all tabs
 	ChunkMemory        int64 // [limits] chunk_memory: incomplete inbound chunk sequences, all tabs
 	InboundMemory      int64 // [limits] inbound_memory: frames pages are still sending, all tabs
+	ResultMemory       int64 // [limits] result_memory: tool servers' answers read over Streamable HTTP and held for their calls, all servers
 	MaxPendingConnects int   // [limits] max_pending_connects: connects waiting for a start, per tab
 
 	// MetricsPublicOnLoopback: [metrics] public_on_loopback: serve the
@@ -130,7 +131,7 @@ var adminTop = []string{"allow_user_servers", "default_server", "strip_env", "st
 var adminMetrics = []string{"public_on_loopback"}
 var adminAudit = []string{"file", "max_bytes", "keep"}
 var adminLimits = []string{"frame_limit", "inbound_limit", "result_limit", "memory_limit", "call_timeout_max", "init_timeout", "max_calls_per_tab", "max_calls_per_server",
-	"outbound_bytes", "outbound_total", "chunk_memory", "inbound_memory", "max_pending_connects"}
+	"outbound_bytes", "outbound_total", "chunk_memory", "inbound_memory", "result_memory", "max_pending_connects"}
 
 // readAdminFile decodes one admin file strictly. A syntax error makes the
 // whole file unusable; any other problem drops only its key (or server).
@@ -259,7 +260,7 @@ func (af *adminFile) setLimit(k string, v any) error {
 			return fmt.Errorf("at least 64 MiB")
 		}
 		af.a.MemoryLimit = n
-	case "frame_limit", "inbound_limit", "result_limit", "outbound_bytes", "outbound_total", "chunk_memory", "inbound_memory":
+	case "frame_limit", "inbound_limit", "result_limit", "outbound_bytes", "outbound_total", "chunk_memory", "inbound_memory", "result_memory":
 		n, err := tomlSize(v)
 		if err != nil {
 			return err
@@ -283,6 +284,8 @@ func (af *adminFile) setLimit(k string, v any) error {
 			af.a.ChunkMemory = n
 		case "inbound_memory":
 			af.a.InboundMemory = n
+		case "result_memory":
+			af.a.ResultMemory = n
 		default:
 			af.a.ResultLimit = n
 		}
@@ -475,6 +478,9 @@ func mergeAdmin(files []*adminFile) AdminSettings {
 		}
 		if s["limits.inbound_memory"] {
 			a.InboundMemory = f.a.InboundMemory
+		}
+		if s["limits.result_memory"] {
+			a.ResultMemory = f.a.ResultMemory
 		}
 		if s["limits.max_pending_connects"] {
 			a.MaxPendingConnects = f.a.MaxPendingConnects

@@ -154,6 +154,7 @@ func bridgeOptions(admin jupyter.AdminSettings) bridge.Options {
 		OutboundTotal:      admin.OutboundTotal,
 		ChunkMemory:        admin.ChunkMemory,
 		InboundMemory:      admin.InboundMemory,
+		ResultMemory:       admin.ResultMemory,
 		MaxPendingConnects: admin.MaxPendingConnects,
 		InitTimeout:        admin.InitTimeout,
 		CallTimeoutMax:     admin.CallTimeoutMax,
