@@ -295,9 +295,10 @@ type Bridge struct {
 	tabs   map[*tab]struct{} // guarded by mu
 	spoken map[string]string // guarded by mu; by sessionKey: the revision a server last agreed to
 
-	snapMu sync.Mutex
-	snap   Snapshot  // guarded by snapMu; the Catalog's latest answer
-	snapAt time.Time // guarded by snapMu; when that read began; zero before the first
+	snapMu         sync.Mutex
+	snap           Snapshot  // guarded by snapMu; the Catalog's latest answer
+	snapAt         time.Time // guarded by snapMu; when that read began; zero before the first
+	snapRefreshing bool      // guarded by snapMu; a refresh for calls is under way (snapshot)
 
 	upgrader websocket.Upgrader
 	pool     *pool        // set by New; the sessions tabs share, under a lock of its own
@@ -485,12 +486,29 @@ func (b *Bridge) releaseMemory(parts [][]byte) {
 // began less than maxAge ago, or a new read (always, when maxAge is not
 // positive). A call checks its server often; the Catalog may stat a score
 // of files, under a lock of its own, to answer.
+//
+// With maxAge positive (a call checking its server) it never waits for the
+// Catalog once it has an answer: a stale one is refreshed on a goroutine
+// of its own and returned meanwhile, so that a configuration that is slow
+// to read (a jupyter_server_config.py that sleeps) never delays a call to
+// a connected server.
 func (b *Bridge) snapshot(ctx context.Context, maxAge time.Duration) Snapshot {
 	if maxAge > 0 {
 		b.snapMu.Lock()
 		snap, at := b.snap, b.snapAt
+		if !at.IsZero() && time.Since(at) >= maxAge && !b.snapRefreshing && b.ctx.Err() == nil {
+			b.snapRefreshing = true
+			b.wg.Add(1) // a tab is open (the caller's), so Close is not waiting yet
+			go func() {
+				defer b.wg.Done()
+				b.snapshot(b.ctx, 0)
+				b.snapMu.Lock()
+				b.snapRefreshing = false
+				b.snapMu.Unlock()
+			}()
+		}
 		b.snapMu.Unlock()
-		if !at.IsZero() && time.Since(at) < maxAge {
+		if !at.IsZero() {
 			return snap
 		}
 	}

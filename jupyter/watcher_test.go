@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestWatcherSeesEdits edits the config while a Watcher is in use and
@@ -83,5 +84,32 @@ func TestPinnedCommitEverywhere(t *testing.T) {
 	}
 	if mentions == 0 {
 		t.Error("no mention found in README.md or etc/: the example config should show the pinned source")
+	}
+}
+
+// TestWatcherSlowPyKeepsLastGood: a jupyter_server_config.py that sleeps
+// (any process of the user can write one) does not hold up Current once it
+// has a Config: after Patience it returns the last good one, with a
+// problem naming the slow read, and Close ends the read under way. Before,
+// every tools:servers, and every call to a connected server, waited 30 s.
+func TestWatcherSlowPyKeepsLastGood(t *testing.T) {
+	needJupyter(t)
+	s := newSandbox(t)
+	s.write("home/.jupyter/jupyter_server_config.json", `{"MeganeBuilderTools": {"mcp_servers": {"kept": {"url": "https://kept.example/mcp"}}}}`)
+	w := NewWatcher(s.opts())
+	w.Patience = 300 * time.Millisecond
+	defer w.Close()
+	if _, ok := entryByName(w.Current(context.Background()), "kept"); !ok {
+		t.Fatal("the first read does not have the entry")
+	}
+	s.write("home/.jupyter/jupyter_server_config.py", "import time\ntime.sleep(100)\nc.MeganeBuilderTools.mcp_servers = {}\n")
+	for range 2 {
+		cfg := w.Current(context.Background())
+		if _, ok := entryByName(cfg, "kept"); !ok {
+			t.Fatalf("while the slow file is read, the last good configuration is gone: %+v", cfg.Servers)
+		}
+		if probs := problemsText(cfg.Problems); !strings.Contains(probs, "reading the configuration again has taken") {
+			t.Fatalf("no problem names the slow read:\n%s", probs)
+		}
 	}
 }

@@ -89,10 +89,11 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 		log.Info("parent Jupyter server", "base", parent.Base.String(), "found_by", parent.Source, "owner", parent.Owner,
 			"allow_origin", jo.AllowOrigin, "allow_origin_pat", jo.AllowOriginPat)
 	}
-	catalog, admin, err := newCatalog(ctx, c, jopts, watcher)
+	catalog, admin, closeCatalog, err := newCatalog(ctx, c, jopts, watcher)
 	if err != nil {
 		return nil, err
 	}
+	w.closers = append(w.closers, closeCatalog)
 	w.opts = bridgeOptions(admin)
 	w.opts.Catalog, w.opts.Logger, w.opts.BaseURL = catalog, log, c.baseURL
 	w.opts.Page = statuspage.Handler()
@@ -192,16 +193,17 @@ func standaloneToken(c *serveConfig, envToken string, log *slog.Logger) (string,
 }
 
 // newCatalog returns the servers' source: the --servers file, or Jupyter's
-// configuration through watcher (a new one for jopts when nil).
-func newCatalog(ctx context.Context, c *serveConfig, jopts jupyter.Options, watcher *jupyter.Watcher) (bridge.Catalog, jupyter.AdminSettings, error) {
+// configuration through watcher (a new one for jopts when nil); and what
+// ends it (the watcher's load under way).
+func newCatalog(ctx context.Context, c *serveConfig, jopts jupyter.Options, watcher *jupyter.Watcher) (bridge.Catalog, jupyter.AdminSettings, func(), error) {
 	if c.serversFile != "" {
 		cfg, err := jupyter.LoadServersFile(c.serversFile, jopts)
 		if err != nil {
-			return nil, jupyter.AdminSettings{}, err
+			return nil, jupyter.AdminSettings{}, nil, err
 		}
 		fc := &fileCatalog{path: c.serversFile, jopts: jopts, log: jopts.Logger, cfg: cfg}
 		fc.stat, _ = os.Stat(c.serversFile)
-		return fc, cfg.Admin, nil
+		return fc, cfg.Admin, func() {}, nil
 	}
 	if watcher == nil {
 		watcher = jupyter.NewWatcher(jopts)
@@ -210,7 +212,7 @@ func newCatalog(ctx context.Context, c *serveConfig, jopts jupyter.Options, watc
 	logPython(jopts.Logger, cfg, jopts.Python)
 	return bridge.CatalogFunc(func(ctx context.Context) bridge.Snapshot {
 		return watcher.Current(ctx).Snapshot()
-	}), cfg.Admin, nil
+	}), cfg.Admin, watcher.Close, nil
 }
 
 // logPython says which Python reads Jupyter's .py configuration and
