@@ -767,6 +767,27 @@ func TestConfigChangeNewFingerprint(t *testing.T) {
 	mu.Lock()
 	current = v2
 	mu.Unlock()
+	// tools:servers shows what the tab is using: the old definition's
+	// session, connected, under the entry as it is now listed. Before, the
+	// entry was listed stopped and not connected while the tab's calls
+	// still went to the old session.
+	ls, err := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "ls"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed struct {
+		Servers []struct {
+			Fingerprint, State string
+			Connected          bool
+			InUse              *struct{ Fingerprint string }
+		}
+	}
+	if err := json.Unmarshal(ls.Raw, &listed); err != nil || len(listed.Servers) != 1 {
+		t.Fatalf("tools:servers: %v %s", err, ls.Raw)
+	}
+	if v := listed.Servers[0]; v.Fingerprint != v2.Fingerprint || !v.Connected || v.State != "connected" || v.InUse == nil || v.InUse.Fingerprint != v1.Fingerprint {
+		t.Fatalf("after the entry changed, tools:servers lists %s; want the new fingerprint, connected, state connected, inUse the old definition", ls.Raw)
+	}
 	// The page still holds the old definition's session until it connects again.
 	r, _ := p.Request(ctx, map[string]any{"type": "tools:connect", "id": 2, "server": "lab", "fingerprint": v1.Fingerprint, "confirmed": true})
 	mustErr(t, r, bridge.CodeFingerprintChanged)

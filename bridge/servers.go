@@ -21,6 +21,11 @@ type serverView struct {
 	// the metrics' own (Bridge.ServerCounters); only in tools:servers.
 	Totals    *ServerCounters `json:"totals,omitempty"`
 	LastError string          `json:"lastError,omitempty"`
+	// InUse, when this tab still uses a session started from an earlier
+	// definition of the entry (the admin changed it since the tab
+	// connected), is that definition: state, tabs and calls are then that
+	// session's, and connected is true. A connect uses the entry as listed.
+	InUse *ServerDescription `json:"inUse,omitempty"`
 	Stderr    []string        `json:"stderr,omitempty"` // the latest stderr lines, while starting or after a failure
 }
 
@@ -50,14 +55,28 @@ func (t *tab) serversReply(m pageMessage) []byte {
 	}
 	t.mu.Unlock()
 	views := t.b.pool.views(snap.Servers)
+	inUse := map[string]*session{} // by entry name: a session of an earlier definition this tab still uses
 	for i, spec := range snap.Servers {
-		if s := held[spec.Name]; s != nil && s.spec.Fingerprint == spec.Fingerprint {
+		s := held[spec.Name]
+		switch {
+		case s == nil:
+		case s.spec.Fingerprint == spec.Fingerprint:
 			views[i].Connected = true
+		default:
+			// The tab calls the session it connected until it connects
+			// again: show that one, not the new definition's (stopped).
+			old := t.b.pool.views([]ServerSpec{s.spec})[0]
+			d := s.spec.Describe()
+			views[i].InUse, views[i].Connected = &d, true
+			views[i].State, views[i].Tabs, views[i].LastError, views[i].Stderr = old.State, old.Tabs, old.LastError, old.Stderr
+			inUse[spec.Name] = s
 		}
 	}
 	totals := t.b.ServerCounters()
 	for _, v := range views {
-		if s := t.b.pool.get(v.Name + "\x00" + v.Fingerprint); s != nil {
+		if s := inUse[v.Name]; s != nil {
+			v.Calls = s.callCount()
+		} else if s := t.b.pool.get(v.Name + "\x00" + v.Fingerprint); s != nil {
 			v.Calls = s.callCount()
 		}
 		c := totals[v.Name]
