@@ -80,7 +80,9 @@ func (c *call) finish(raw []byte, perr *protoError) {
 			// closing brace: no copy of a result of tens of megabytes.
 			head := buildMessage(replyHead{Type: typeCall, ID: c.id, OK: true})
 			head = append(head[:len(head)-1], `,"result":`...)
-			c.t.pushParts(head, raw, []byte{'}'})
+			// The result's reservation in the result pool goes with it,
+			// until it has left the tab's queue.
+			c.t.pushHeld(c.slot.detach(), head, raw, []byte{'}'})
 		}
 	})
 }
@@ -308,8 +310,8 @@ func (t *tab) handleCall(m pageMessage) {
 		c.slot = &rawSlot{}
 		raw, perr := s.callTool(ctx, c)
 		c.finish(raw, perr)
-		// The result is queued for the page (the outbound budget counts
-		// it there) or dropped: its buffer's reservation goes back.
+		// What the queued result did not take of the reservation (an
+		// error, or no result) goes back.
 		c.slot.close()
 	}()
 }

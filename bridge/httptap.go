@@ -481,7 +481,7 @@ func noRoomResponse(id json.RawMessage, e *errNoRoom) []byte {
 		ID      json.RawMessage `json:"id"`
 		Error   rpcError        `json:"error"`
 	}{"2.0", id, rpcError{Code: codeNoRoom, Message: e.Error(),
-		Data: json.RawMessage(fmt.Sprintf(`{"size":%d,"never":%t,"limit":%d}`, e.size, e.never(), e.limit))}})
+		Data: e.data()}})
 	return b
 }
 

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +48,12 @@ func (e *errNoRoom) Error() string {
 		return fmt.Sprintf("an answer of more than %s needs more than the bridge's room for results in flight (%s) while it is read", mib(e.size), mib(e.limit))
 	}
 	return fmt.Sprintf("the bridge has no room now for an answer of more than %s: %s of its %s for results in flight are taken by other calls; try again when they have finished", mib(e.size), mib(e.used-e.held), mib(e.limit))
+}
+
+// data is the error's data in the JSON-RPC error the bridge puts in place
+// of the answer (codeNoRoom).
+func (e *errNoRoom) data() json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"size":%d,"never":%t,"limit":%d}`, e.size, e.never(), e.limit))
 }
 
 // reserve counts between least and most more bytes, as many as fit, and

@@ -25,8 +25,8 @@ type serverView struct {
 	// definition of the entry (the admin changed it since the tab
 	// connected), is that definition: state, tabs and calls are then that
 	// session's, and connected is true. A connect uses the entry as listed.
-	InUse *ServerDescription `json:"inUse,omitempty"`
-	Stderr    []string        `json:"stderr,omitempty"` // the latest stderr lines, while starting or after a failure
+	InUse  *ServerDescription `json:"inUse,omitempty"`
+	Stderr []string           `json:"stderr,omitempty"` // the latest stderr lines, while starting or after a failure
 }
 
 func viewOf(spec ServerSpec) *serverView {

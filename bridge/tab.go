@@ -58,6 +58,18 @@ type outMsg struct {
 	parts [][]byte
 	n     int64  // the bytes counted for it: its size plus queueOverhead
 	key   string // a call's progress: the call's id key (see tab.latest); else empty
+	// release, if not nil, hands back what else counts the message's
+	// bytes (a result's reservation in the result pool) once it has left
+	// the queue: written, failed or dropped with the tab.
+	release func()
+}
+
+// done runs m's release, once.
+func (m *outMsg) done() {
+	if m.release != nil {
+		m.release()
+		m.release = nil
+	}
 }
 
 // queueOverhead is what a queued message is counted beyond its bytes:
@@ -94,13 +106,26 @@ func (t *tab) push(msg []byte) { t.enqueue("", [][]byte{msg}) }
 // large raw result is sent without being copied into the reply first.
 func (t *tab) pushParts(parts ...[]byte) { t.enqueue("", parts) }
 
+// pushHeld is pushParts for a message whose bytes something else counts
+// too until it has left the queue: release runs then (or at once, if the
+// message is never queued).
+func (t *tab) pushHeld(release func(), parts ...[]byte) { t.enqueueHeld("", parts, release) }
+
 // pushProgress queues a call's progress: it replaces, in place, that
 // call's progress still waiting in the queue (key is the call's id key),
 // so a server that reports progress faster than the page reads costs the
 // page one message per call, never a closed socket.
 func (t *tab) pushProgress(key string, msg []byte) { t.enqueue(key, [][]byte{msg}) }
 
-func (t *tab) enqueue(key string, parts [][]byte) {
+func (t *tab) enqueue(key string, parts [][]byte) { t.enqueueHeld(key, parts, nil) }
+
+func (t *tab) enqueueHeld(key string, parts [][]byte, release func()) {
+	queued := false
+	defer func() {
+		if !queued && release != nil {
+			release()
+		}
+	}()
 	select {
 	case <-t.done:
 		return
@@ -120,7 +145,8 @@ func (t *tab) enqueue(key string, parts [][]byte) {
 			old.parts, old.n = parts, n
 		}
 	} else if full = t.queued+n > t.b.opts.OutboundBytes; !full {
-		m := &outMsg{parts: parts, n: n, key: key}
+		m := &outMsg{parts: parts, n: n, key: key, release: release}
+		queued = true
 		t.queue = append(t.queue, m)
 		if key != "" {
 			t.latest[key] = m
@@ -131,10 +157,10 @@ func (t *tab) enqueue(key string, parts [][]byte) {
 		t.queued += n
 		t.b.queued.Add(n)
 	}
-	queued, count := t.queued, len(t.queue)
+	queuedBytes, count := t.queued, len(t.queue)
 	t.qmu.Unlock()
 	if full {
-		t.b.log.Warn("tab not reading: closing it", "tab", t.id, "queue", count, "queued_bytes", queued, "message_bytes", n)
+		t.b.log.Warn("tab not reading: closing it", "tab", t.id, "queue", count, "queued_bytes", queuedBytes, "message_bytes", n)
 		t.closeWith(CloseSlowReader, "the page is not reading its messages")
 		return
 	}
@@ -187,8 +213,12 @@ func (t *tab) endQueue() {
 	t.qclosed = true
 	t.b.queued.Add(-t.queued)
 	t.queued = 0
+	dropped := t.queue
 	t.queue, t.latest = nil, nil
 	t.qmu.Unlock()
+	for _, m := range dropped {
+		m.done()
+	}
 }
 
 // shedSlowest closes tabs, the one furthest behind first (its queue has
@@ -422,6 +452,7 @@ func (t *tab) writeLoop() {
 			}
 			err := send(m.parts)
 			t.sent(m.n)
+			m.done()
 			if err == nil {
 				t.b.metrics.pageOut.Add(float64(msgSize(m.parts)))
 			}
@@ -454,6 +485,7 @@ func (t *tab) writeLoop() {
 					}
 					err := send(m.parts)
 					t.sent(m.n)
+					m.done()
 					if err != nil {
 						break flush
 					}

@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -44,9 +45,33 @@ func (s *rawSlot) hold(pool *resultPool, n int64) {
 	s.mu.Unlock()
 }
 
-// close ends the slot: its result's reservation goes back to the pool (the
-// caller has queued the result for the page, where the outbound budget
-// counts it, or dropped it).
+// fail replaces the slot's outcome with e.
+func (s *rawSlot) fail(e *rpcError) {
+	s.mu.Lock()
+	s.result, s.rpcErr, s.received = nil, e, true
+	s.mu.Unlock()
+}
+
+// detach hands the result's reservation to whoever holds the result now
+// (a tab's queue): the function returned gives it back, once; close no
+// longer does.
+func (s *rawSlot) detach() func() {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	pool, held := s.pool, s.held
+	s.held = 0
+	s.mu.Unlock()
+	if held == 0 {
+		return nil
+	}
+	var once sync.Once
+	return func() { once.Do(func() { pool.release(held) }) }
+}
+
+// close ends the slot: the reservation it still has goes back to the pool
+// (the result was dropped, or there was none).
 func (s *rawSlot) close() {
 	s.mu.Lock()
 	pool, held := s.pool, s.held
@@ -210,7 +235,21 @@ func (t *tap) incomingStdio(raw []byte) []byte {
 	if t.progress(raw) {
 		return nil
 	}
-	out, _ := t.response(raw)
+	out, slot := t.response(raw)
+	if slot != nil && t.pool != nil {
+		// A result read from stdout is held for its call like one read
+		// over HTTP: reserved in the same pool (after the line was read:
+		// a server's lines are read one at a time), or the call fails
+		// with busy and the line is dropped.
+		n := int64(cap(raw))
+		if _, err := t.pool.reserve(n, n, 0, int64(len(raw))); err != nil {
+			var nr *errNoRoom
+			errors.As(err, &nr)
+			slot.fail(&rpcError{Code: codeNoRoom, Message: nr.Error(), Data: nr.data()})
+		} else {
+			slot.hold(t.pool, n)
+		}
+	}
 	return out
 }
 
