@@ -53,10 +53,11 @@ type Options struct {
 	// buffer is reserved at its capacity before it is read (results.go).
 	// A call whose answer finds no room fails with busy at once (with
 	// too-large when it could never fit: an answer of unknown length,
-	// gzip-compressed or an event, needs up to twice its size while its
-	// buffer grows). If zero, half of MemoryLimit but at least twice
-	// ResultLimit + 1 MiB (513 MiB with the defaults), or SizeMax when
-	// there is no ceiling.
+	// gzip-compressed or an event, needs up to half as much again as its
+	// size while its buffer grows). If zero, three eighths of MemoryLimit
+	// but at least ResultLimit + 1 MiB (384 MiB with the defaults: with
+	// InboundMemory and ChunkMemory, 896 MiB of the 1 GiB ceiling), or
+	// SizeMax when there is no ceiling.
 	ResultMemory int64
 
 	MaxCallsPerTab    int // calls in flight per tab; if zero, 16
@@ -262,7 +263,7 @@ func (o *Options) setDefaults() {
 	if o.ResultMemory == 0 {
 		o.ResultMemory = SizeMax
 		if o.MemoryLimit > 0 {
-			o.ResultMemory = max(o.MemoryLimit/2, 2*o.ResultLimit+1<<20)
+			o.ResultMemory = max(o.MemoryLimit*3/8, o.ResultLimit+1<<20)
 		}
 	}
 	if o.InboundMemory == 0 {
