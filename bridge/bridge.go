@@ -35,8 +35,8 @@ type Options struct {
 	// piece does not fit, the tab that cannot have its share is closed
 	// with 1013 and a reason: the tab itself if it would hold more than an
 	// equal share among the tabs reading a frame, else the tab holding the
-	// most. Small frames of other pages are always read. If zero, a
-	// quarter of MemoryLimit (256 MiB with the defaults), or 256 MiB when
+	// most. Small frames of other pages are always read. If zero, an
+	// eighth of MemoryLimit (128 MiB with the defaults), or 256 MiB when
 	// there is no ceiling; never less than 1 MiB.
 	InboundMemory int64
 	ResultLimit   int64 // largest tools/call result accepted from a server; if zero, 256 MiB
@@ -53,11 +53,11 @@ type Options struct {
 	// buffer is reserved at its capacity before it is read (results.go).
 	// A call whose answer finds no room fails with busy at once (with
 	// too-large when it could never fit: an answer of unknown length,
-	// gzip-compressed or an event, needs up to half as much again as its
-	// size while its buffer grows). If zero, three eighths of MemoryLimit
-	// but at least ResultLimit + 1 MiB (384 MiB with the defaults: with
-	// InboundMemory and ChunkMemory, 896 MiB of the 1 GiB ceiling), or
-	// SizeMax when there is no ceiling.
+	// gzip-compressed or an event, needs up to a quarter again as much as
+	// its size while its buffer grows, when it is near ResultLimit). If
+	// zero, five sixteenths of MemoryLimit but at least 5/4 of ResultLimit
+	// + 1 MiB (321 MiB with the defaults), or SizeMax when there is no
+	// ceiling.
 	ResultMemory int64
 
 	MaxCallsPerTab    int // calls in flight per tab; if zero, 16
@@ -99,7 +99,8 @@ type Options struct {
 	// ChunkMemory bounds the bytes declared by the incomplete inbound chunk
 	// sequences of all tabs together (each tab's are also within
 	// InboundLimit); a sequence that would exceed it is refused busy. If
-	// zero, 256 MiB.
+	// zero, an eighth of MemoryLimit but at least InboundLimit (128 MiB
+	// with the defaults), or 256 MiB when there is no ceiling.
 	ChunkMemory int64
 	// ConfigRecheck: a tools:call checks that its server is still configured
 	// against the Catalog as read at most this long ago (tools:servers and
@@ -223,7 +224,6 @@ func (o *Options) setDefaults() {
 	def(&o.FrameLimit, 8<<20)
 	def(&o.InboundLimit, 64<<20)
 	def(&o.ResultLimit, 256<<20)
-	def(&o.ChunkMemory, 256<<20)
 	if o.MaxCallsPerTab == 0 {
 		o.MaxCallsPerTab = 16
 	}
@@ -260,16 +260,26 @@ func (o *Options) setDefaults() {
 		o.AuditKeep = 3
 	}
 	def(&o.MemoryLimit, 3*o.ResultLimit+256<<20)
+	// The budgets of what pages and servers can make the bridge hold
+	// share the ceiling, and leave room for the garbage a burst makes
+	// (the runtime's memory limit is 15/16 of the ceiling): with the
+	// defaults, 128 + 128 + 321 MiB of 1 GiB.
 	if o.ResultMemory == 0 {
 		o.ResultMemory = SizeMax
 		if o.MemoryLimit > 0 {
-			o.ResultMemory = max(o.MemoryLimit*3/8, o.ResultLimit+1<<20)
+			o.ResultMemory = max(o.MemoryLimit*5/16, o.ResultLimit*5/4+1<<20)
 		}
 	}
 	if o.InboundMemory == 0 {
 		o.InboundMemory = 256 << 20
 		if o.MemoryLimit > 0 {
-			o.InboundMemory = o.MemoryLimit / 4
+			o.InboundMemory = o.MemoryLimit / 8
+		}
+	}
+	if o.ChunkMemory == 0 {
+		o.ChunkMemory = 256 << 20
+		if o.MemoryLimit > 0 {
+			o.ChunkMemory = max(o.MemoryLimit/8, o.InboundLimit)
 		}
 	}
 	o.InboundMemory = max(o.InboundMemory, 1<<20)

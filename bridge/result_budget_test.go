@@ -146,8 +146,10 @@ func TestResultsInFlightBounded(t *testing.T) {
 				return value(fams, "megane_bridge_result_memory_bytes", nil) == 0
 			})
 			peak := value(fams, "megane_bridge_result_memory_peak_bytes", nil)
-			if peak <= 0 || peak > budget {
-				t.Errorf("the result budget's peak was %.0f bytes, want 1 to %d", peak, budget)
+			// Small buffers (up to 256 KiB each: handshakes, listings, the
+			// first growth of each answer) are always given room.
+			if slack := int64(calls+2) * 256 << 10; peak <= 0 || peak > float64(budget+slack) {
+				t.Errorf("the result budget's peak was %.0f bytes, want 1 to %d", peak, budget+slack)
 			}
 			t.Logf("outcomes %v, budget peak %.1f of %d MiB", outcomes, peak/(1<<20), budget>>20)
 		})

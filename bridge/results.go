@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"runtime/metrics"
 	"sync"
+	"time"
 )
 
 // The answers tool servers send over Streamable HTTP are read into memory
@@ -20,15 +23,61 @@ import (
 
 // resultPool counts the bytes of server answers being read or held for
 // their calls. Safe for concurrent use. A nil pool counts nothing.
+//
+// A buffer handed back is garbage until the collector has run, and the
+// memory it takes is the process's all that time: what is counted must be
+// what is allocated. So its bytes are not free again until a collection
+// has run since (two completed cycles, or one the pool forced): a reader
+// that would find room once the garbage is collected forces one (at most
+// one every gcEvery; it waits for its turn) and looks again. Without this, readers refused one after
+// another (four 255 MiB gzip results at once, in a loop) each allocated
+// afresh while the last one's buffer waited for the collector, and the
+// bridge's RSS passed its ceiling by garbage alone.
 type resultPool struct {
 	limit int64
+	gc    *gcClock // the collector's cycles; nil: garbage is free at once
 
-	mu   sync.Mutex
-	used int64 // guarded by mu
-	peak int64 // guarded by mu; the most used at once (tests, metrics)
+	mu        sync.Mutex
+	used      int64     // guarded by mu
+	peak      int64     // guarded by mu; the most used at once (tests, metrics)
+	garbage   int64     // guarded by mu; bytes handed back whose buffers may not have been collected
+	garbageAt uint64    // guarded by mu; the completed cycles when garbage was last added
+	forcedAt  time.Time // guarded by mu; when reserve last forced a collection
 }
 
-func newResultPool(limit int64) *resultPool { return &resultPool{limit: limit} }
+// gcEvery bounds how often a pool forces a collection: a reader that
+// needs one sooner waits for it.
+const gcEvery = 10 * time.Millisecond
+
+func newResultPool(limit int64) *resultPool { return &resultPool{limit: limit, gc: newGCClock()} }
+
+// gcClock reads how many collections have completed.
+type gcClock struct {
+	mu     sync.Mutex
+	sample []metrics.Sample // guarded by mu
+}
+
+func newGCClock() *gcClock {
+	return &gcClock{sample: []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}}
+}
+
+func (c *gcClock) cycles() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	metrics.Read(c.sample)
+	if c.sample[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return c.sample[0].Value.Uint64()
+}
+
+// collected credits the garbage back once collections have run since it
+// was added; the caller holds mu.
+func (p *resultPool) collected() {
+	if p.garbage > 0 && (p.gc == nil || p.gc.cycles() >= p.garbageAt+2) {
+		p.garbage = 0
+	}
+}
 
 // errNoRoom is the read error when the pool cannot take a buffer's growth:
 // size is the bytes the message needed room for, held what its reader
@@ -65,15 +114,41 @@ func (p *resultPool) reserve(least, most, held, size int64) (int64, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	free := p.limit - p.used
+	if size <= smallAnswer && most <= smallAnswer {
+		// A small answer is always read (counted, and past the limit if
+		// need be): a pool full of large results must not refuse every
+		// other call's small one.
+		p.used += most
+		p.peak = max(p.peak, p.used+p.garbage)
+		return most, nil
+	}
+	p.collected()
+	free := p.limit - p.used - p.garbage
+	if free < least && p.garbage > 0 && p.used+least <= p.limit {
+		// Room once the garbage is collected: force a collection (or wait
+		// for the one just forced), then look again.
+		wait := gcEvery - time.Since(p.forcedAt)
+		p.forcedAt = time.Now().Add(max(wait, 0))
+		p.mu.Unlock()
+		if wait > 0 {
+			time.Sleep(wait)
+		}
+		runtime.GC() // a full cycle: what was garbage before it is gone
+		p.mu.Lock()
+		p.garbage = 0
+		free = p.limit - p.used
+	}
 	if free < least {
-		return 0, &errNoRoom{size: size, held: held, used: p.used, limit: p.limit}
+		return 0, &errNoRoom{size: size, held: held, used: p.used + p.garbage, limit: p.limit}
 	}
 	n := min(most, free)
 	p.used += n
-	p.peak = max(p.peak, p.used)
+	p.peak = max(p.peak, p.used+p.garbage)
 	return n, nil
 }
+
+// smallAnswer is the largest answer always given room (see reserve).
+const smallAnswer = 256 << 10
 
 // release hands n bytes back.
 func (p *resultPool) release(n int64) {
@@ -82,16 +157,26 @@ func (p *resultPool) release(n int64) {
 	}
 	p.mu.Lock()
 	p.used -= n
+	if n > smallAnswer && p.gc != nil {
+		// Garbage until collected (see resultPool); small buffers are the
+		// collector's business.
+		p.garbage += n
+		p.garbageAt = p.gc.cycles()
+	}
 	p.mu.Unlock()
 }
 
-func (p *resultPool) inUse() (used, peak int64) {
+// inUse is what the pool's readers and results hold now, the bytes handed
+// back that may not have been collected yet, and the most counted at once
+// (both together).
+func (p *resultPool) inUse() (used, garbage, peak int64) {
 	if p == nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.used, p.peak
+	p.collected()
+	return p.used, p.garbage, p.peak
 }
 
 // budgetBuf is a byte slice whose capacity is reserved in a pool. The zero
@@ -108,13 +193,16 @@ const minGrowth = 32 << 10
 
 // ensure makes room for n more bytes, reserving the new capacity before
 // allocating it (old and new are both live while the bytes are copied): up
-// to twice the old capacity, or as much of that as the pool has free.
+// to four times the old capacity (capped at max), or as much of that as the
+// pool has free. Growing fourfold, the old buffer is at most a quarter of
+// the new: an answer near the limit needs 5/4 of its size while it is
+// read, not 3/2 as when doubling.
 func (bb *budgetBuf) ensure(n int) error {
 	need := int64(len(bb.b) + n)
 	if need <= int64(cap(bb.b)) {
 		return nil
 	}
-	want := max(2*int64(cap(bb.b)), need, minGrowth)
+	want := max(4*int64(cap(bb.b)), need, minGrowth)
 	if bb.max > 0 {
 		want = min(want, max(bb.max, need))
 	}

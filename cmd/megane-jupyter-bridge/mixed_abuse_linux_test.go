@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,7 +60,10 @@ const mixedOnlyEnv = "MEGANE_ABUSE_ONLY"
 //     keeper;
 //   - results too deep to parse, and results that are not UTF-8;
 //   - 300 idle connections held open, and chunk sequences declared and
-//     never finished.
+//     never finished;
+//   - a Streamable HTTP server that answers with an event of endless
+//     1 MiB id: and comment lines, with six 255 MiB JSON results at once,
+//     or with four 255 MiB gzip-compressed ones at once.
 //
 // Bounds: the bridge's peak RSS (VmHWM, its own process; the tool servers
 // are others) stays under the ceiling; no legitimate call fails or is
@@ -121,6 +125,15 @@ func TestMixedAbuse(t *testing.T) {
 		"latin": server(bridgetest.Mode{Name: "latin", Tools: []json.RawMessage{json.RawMessage(`{"name":"badresult","inputSchema":{"type":"object"}}`)},
 			FixtureCalls: map[string]string{"badresult": badResult}}),
 	}})
+	// The Streamable HTTP server whose answers attack (issue 40's items
+	// 1, 2 and 4), in this process, on loopback.
+	hostile := &hostileHTTP{size: 255 << 20}
+	hsrv := httptest.NewServer(hostile.handler(t))
+	defer hsrv.Close()
+	var withHTTP map[string]any
+	json.Unmarshal(servers, &withHTTP)
+	withHTTP["mcpServers"].(map[string]any)["hostile-http"] = map[string]any{"url": hsrv.URL + "/mcp"}
+	servers, _ = json.Marshal(withHTTP)
 	serversFile := write("servers.json", string(servers))
 	ready := filepath.Join(dir, "ready")
 	token := "mixed-abuse-token"
@@ -390,6 +403,54 @@ func TestMixedAbuse(t *testing.T) {
 		}
 		return nil
 	})
+	// A Streamable HTTP server that answers with an event of endless
+	// 1 MiB id: and comment lines: the call fails at the bound.
+	attack("HTTP event of endless fields", 1, func(ctx context.Context) error {
+		p, err := connectPage(ctx, "hostile-http")
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": "f", "server": "hostile-http", "tool": "echo", "arguments": map[string]any{"attack": "fields"}})
+		if err != nil {
+			return err
+		}
+		if r.OK != nil && *r.OK {
+			return brokenPromise{"an event of endless fields was answered ok"}
+		}
+		return nil
+	})
+	// Large results at once over HTTP, to a page that reads: six of
+	// 255 MiB with their length, or four of 255 MiB gzip-compressed (255
+	// KiB on the wire). Each is answered, with its result or busy or
+	// too-large, and the bridge stays under its ceiling.
+	for _, a := range []struct {
+		kind string
+		n    int
+	}{{"json", 6}, {"gzip", 4}} {
+		attack(fmt.Sprintf("HTTP %d × 255 MiB %s results at once", a.n, a.kind), 1, func(ctx context.Context) error {
+			p, err := connectPage(ctx, "hostile-http")
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			for i := range a.n {
+				p.Send(map[string]any{"type": "tools:call", "id": i, "server": "hostile-http", "tool": "echo", "arguments": map[string]any{"attack": a.kind}})
+			}
+			for i := range a.n {
+				r, err := p.Reply(ctx, "tools:call", i)
+				if err != nil {
+					return err
+				}
+				if r.OK == nil || !*r.OK {
+					if r.Error == nil || (r.Error.Code != "busy" && r.Error.Code != "too-large") {
+						return brokenPromise{fmt.Sprintf("a large HTTP result was answered %s", r)}
+					}
+				}
+			}
+			return nil
+		})
+	}
 	for ctx.Err() == nil && time.Now().Before(end) {
 		sample()
 		time.Sleep(250 * time.Millisecond)
