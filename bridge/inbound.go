@@ -39,12 +39,13 @@ type inboundPool struct {
 
 	mu      sync.Mutex
 	used    int64             // guarded by mu; the sum of held
+	garbage garbageMeter      // guarded by mu; pieces handed back or evicted, until collected (results.go)
 	held    map[*tab]int64    // guarded by mu; by tab, only tabs holding some
 	evicted map[*tab]struct{} // guarded by mu; tabs closed to make room, until they end
 }
 
 func newInboundPool(limit int64) *inboundPool {
-	return &inboundPool{limit: limit, held: map[*tab]int64{}, evicted: map[*tab]struct{}{}}
+	return &inboundPool{limit: limit, held: map[*tab]int64{}, evicted: map[*tab]struct{}{}, garbage: newGarbageMeter()}
 }
 
 // reserve counts n more bytes for t's frame. When they do not fit, the tab
@@ -59,11 +60,19 @@ func (p *inboundPool) reserve(t *tab, n int64) bool {
 			p.mu.Unlock()
 			return false
 		}
-		if p.used+n <= p.limit {
+		if p.used+p.garbage.now()+n <= p.limit {
 			p.used += n
 			p.held[t] += n
 			p.mu.Unlock()
 			return true
+		}
+		if p.garbage.now() > 0 && p.used+n <= p.limit {
+			// Room once what was handed back is collected: the pieces
+			// of frames handled, or of tabs closed, are the process's
+			// memory until then.
+			p.garbage.force(&p.mu)
+			p.mu.Unlock()
+			continue
 		}
 		readers := int64(len(p.held))
 		if _, ok := p.held[t]; !ok {
@@ -86,6 +95,7 @@ func (p *inboundPool) reserve(t *tab, n int64) bool {
 		}
 		most := p.held[worst]
 		p.used -= most
+		p.garbage.add(most) // its reader drops its pieces within a moment
 		delete(p.held, worst)
 		p.evicted[worst] = struct{}{}
 		p.mu.Unlock()
@@ -99,6 +109,7 @@ func (p *inboundPool) release(t *tab) int64 {
 	p.mu.Lock()
 	n := p.held[t]
 	p.used -= n
+	p.garbage.add(n)
 	delete(p.held, t)
 	p.mu.Unlock()
 	return n

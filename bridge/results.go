@@ -35,21 +35,65 @@ import (
 // bridge's RSS passed its ceiling by garbage alone.
 type resultPool struct {
 	limit int64
-	gc    *gcClock // the collector's cycles; nil: garbage is free at once
 
-	mu        sync.Mutex
-	used      int64     // guarded by mu
-	peak      int64     // guarded by mu; the most used at once (tests, metrics)
-	garbage   int64     // guarded by mu; bytes handed back whose buffers may not have been collected
-	garbageAt uint64    // guarded by mu; the completed cycles when garbage was last added
-	forcedAt  time.Time // guarded by mu; when reserve last forced a collection
+	mu      sync.Mutex
+	used    int64        // guarded by mu
+	peak    int64        // guarded by mu; the most used at once, garbage included (tests, metrics)
+	garbage garbageMeter // guarded by mu
+}
+
+func newResultPool(limit int64) *resultPool {
+	return &resultPool{limit: limit, garbage: newGarbageMeter()}
+}
+
+// garbageMeter counts the bytes of large buffers handed back that the
+// collector may not have freed yet: a pool counts them until two
+// collections have completed since the last was added, or one it forced.
+// The zero value counts nothing (garbage is free at once). Its user
+// guards it.
+type garbageMeter struct {
+	gc       *gcClock
+	bytes    int64
+	at       uint64    // the completed cycles when bytes were last added
+	forcedAt time.Time // when a collection was last forced (force)
+}
+
+func newGarbageMeter() garbageMeter { return garbageMeter{gc: newGCClock()} }
+
+// add counts n bytes handed back.
+func (g *garbageMeter) add(n int64) {
+	if g.gc == nil || n <= smallAnswer {
+		return // small buffers are the collector's business
+	}
+	g.bytes += n
+	g.at = g.gc.cycles()
+}
+
+// now is the garbage still counted.
+func (g *garbageMeter) now() int64 {
+	if g.bytes > 0 && g.gc.cycles() >= g.at+2 {
+		g.bytes = 0
+	}
+	return g.bytes
+}
+
+// force runs a full collection, at most one every gcEvery (waiting for its
+// turn), with mu unlocked meanwhile, and then counts no garbage.
+func (g *garbageMeter) force(mu *sync.Mutex) {
+	wait := gcEvery - time.Since(g.forcedAt)
+	g.forcedAt = time.Now().Add(max(wait, 0))
+	mu.Unlock()
+	if wait > 0 {
+		time.Sleep(wait)
+	}
+	runtime.GC() // a full cycle: what was garbage before it is gone
+	mu.Lock()
+	g.bytes = 0
 }
 
 // gcEvery bounds how often a pool forces a collection: a reader that
 // needs one sooner waits for it.
 const gcEvery = 10 * time.Millisecond
-
-func newResultPool(limit int64) *resultPool { return &resultPool{limit: limit, gc: newGCClock()} }
 
 // gcClock reads how many collections have completed.
 type gcClock struct {
@@ -69,14 +113,6 @@ func (c *gcClock) cycles() uint64 {
 		return 0
 	}
 	return c.sample[0].Value.Uint64()
-}
-
-// collected credits the garbage back once collections have run since it
-// was added; the caller holds mu.
-func (p *resultPool) collected() {
-	if p.garbage > 0 && (p.gc == nil || p.gc.cycles() >= p.garbageAt+2) {
-		p.garbage = 0
-	}
 }
 
 // errNoRoom is the read error when the pool cannot take a buffer's growth:
@@ -119,31 +155,22 @@ func (p *resultPool) reserve(least, most, held, size int64) (int64, error) {
 		// need be): a pool full of large results must not refuse every
 		// other call's small one.
 		p.used += most
-		p.peak = max(p.peak, p.used+p.garbage)
+		p.peak = max(p.peak, p.used+p.garbage.now())
 		return most, nil
 	}
-	p.collected()
-	free := p.limit - p.used - p.garbage
-	if free < least && p.garbage > 0 && p.used+least <= p.limit {
-		// Room once the garbage is collected: force a collection (or wait
-		// for the one just forced), then look again.
-		wait := gcEvery - time.Since(p.forcedAt)
-		p.forcedAt = time.Now().Add(max(wait, 0))
-		p.mu.Unlock()
-		if wait > 0 {
-			time.Sleep(wait)
-		}
-		runtime.GC() // a full cycle: what was garbage before it is gone
-		p.mu.Lock()
-		p.garbage = 0
+	free := p.limit - p.used - p.garbage.now()
+	if free < least && p.garbage.now() > 0 && p.used+least <= p.limit {
+		// Room once the garbage is collected: force a collection, then
+		// look again.
+		p.garbage.force(&p.mu)
 		free = p.limit - p.used
 	}
 	if free < least {
-		return 0, &errNoRoom{size: size, held: held, used: p.used + p.garbage, limit: p.limit}
+		return 0, &errNoRoom{size: size, held: held, used: p.used + p.garbage.now(), limit: p.limit}
 	}
 	n := min(most, free)
 	p.used += n
-	p.peak = max(p.peak, p.used+p.garbage)
+	p.peak = max(p.peak, p.used+p.garbage.now())
 	return n, nil
 }
 
@@ -157,12 +184,7 @@ func (p *resultPool) release(n int64) {
 	}
 	p.mu.Lock()
 	p.used -= n
-	if n > smallAnswer && p.gc != nil {
-		// Garbage until collected (see resultPool); small buffers are the
-		// collector's business.
-		p.garbage += n
-		p.garbageAt = p.gc.cycles()
-	}
+	p.garbage.add(n) // garbage until collected (see resultPool)
 	p.mu.Unlock()
 }
 
@@ -175,8 +197,7 @@ func (p *resultPool) inUse() (used, garbage, peak int64) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.collected()
-	return p.used, p.garbage, p.peak
+	return p.used, p.garbage.now(), p.peak
 }
 
 // budgetBuf is a byte slice whose capacity is reserved in a pool. The zero
