@@ -140,9 +140,9 @@ bench:
 # idle connections; CI runs 2,000; TestMixedAbuse for ABUSE_MIXED, 20 s in
 # CI), as a table: attack, bound, measured.
 ABUSE_MIXED ?= 5m
-ABUSE_TESTS := TestIdleConnectionsDoNotLockOutPages|TestServerKillsItsKeeper|TestMixedAbuse|TestOrphanedBridgeExits|TestStrangerAtParentAddress|TestSpawnChurn|TestPendingConnectsBounded|TestHalfSentChunkReleased|TestChunkMemoryShared|TestSlowReadersBoundedInBytes|TestMemoryCeilingRefusesNewWork|TestTimeoutBeyondDuration|TestArgumentsNotText|TestUnparseableResultFailsAtOnce|TestServerTextNotUTF8|TestChattyServerKeepsItsPage|TestProgressPaced|TestStalledFramesBounded
+ABUSE_TESTS := TestIdleConnectionsDoNotLockOutPages|TestServerKillsItsKeeper|TestMixedAbuse|TestOrphanedBridgeExits|TestStrangerAtParentAddress|TestSpawnChurn|TestPendingConnectsBounded|TestHalfSentChunkReleased|TestChunkMemoryShared|TestSlowReadersBoundedInBytes|TestMemoryCeilingRefusesNewWork|TestTimeoutBeyondDuration|TestArgumentsNotText|TestUnparseableResultFailsAtOnce|TestServerTextNotUTF8|TestChattyServerKeepsItsPage|TestProgressPaced|TestStalledFramesBounded|TestEventStreamFieldsBounded|TestResultsInFlightBounded|TestStdioResultsShareTheBudget|TestCheckEscapesServerStrings|TestLabelsBoundedInLength|TestAuditFileRefusesWhatIsNotItsOwn|TestAuditLinesStayWhole|TestHugeLimitsServePages|TestMetricsPublicOnLoopback|TestCallsNeverWaitForTheCatalog|TestWatcherSlowPyKeepsLastGood
 abuse:
-	@MEGANE_ABUSE_CONNS=20000 MEGANE_ABUSE_MIXED=$(ABUSE_MIXED) $(GO) test -count=1 -timeout 30m -run '^($(ABUSE_TESTS))$$' -v ./bridge ./cmd/megane-jupyter-bridge > bin/abuse.log 2>&1; status=$$?; \
+	@MEGANE_ABUSE_PEAK=1 MEGANE_ABUSE_CONNS=20000 MEGANE_ABUSE_MIXED=$(ABUSE_MIXED) $(GO) test -count=1 -timeout 30m -run '^($(ABUSE_TESTS))$$' -v ./bridge ./cmd/megane-jupyter-bridge ./jupyter > bin/abuse.log 2>&1; status=$$?; \
 	echo "| attack | bound | measured |"; echo "|---|---|---|"; \
 	sed -n 's/.*abuse: \(.*\)/| \1 |/p' bin/abuse.log; \
 	grep -E '^(--- FAIL|FAIL|ok)' bin/abuse.log; exit $$status

@@ -36,4 +36,5 @@ func TestLabelsBoundedInLength(t *testing.T) {
 	if got := shown(huge); len(got) > auditShown+len("…") {
 		t.Fatalf("the audit record keeps %d bytes of a 256 KiB name", len(got))
 	}
+	t.Logf("abuse: a server lists tools named with 256 KiB, or with control characters | labels of 128 bytes at most, odd names counted as other; the audit record keeps 200 bytes | every case as bounded")
 }

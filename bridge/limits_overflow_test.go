@@ -23,6 +23,7 @@ func TestHugeLimitsServePages(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := echoCalls(t, tc.opts, 3)
 			h.b.Close()
+			t.Logf("abuse: %s at MaxInt64 | clamped to 1 TiB, no sum overflows; pages served | 3 of 3 calls answered", tc.name)
 		})
 	}
 }

@@ -18,5 +18,5 @@ func TestMain(m *testing.M) {
 	if bridgetest.ServeFromEnv() || serveModernFromEnv() {
 		os.Exit(0)
 	}
-	childtest.VerifyTestMain(m)
+	childtest.VerifyTestMain(bridgetest.PeakReport{M: m, Pkg: "bridge"})
 }

@@ -362,6 +362,7 @@ func TestMetricsPublicOnLoopback(t *testing.T) {
 			t.Errorf("a scrape from loopback with Host %s: status %d, want %d", host, resp.StatusCode, want)
 		}
 	}
+	t.Logf("abuse: a DNS-rebinding page scrapes /metrics from loopback with Host evil.example:PORT, public_on_loopback on | refused unless the Host names loopback | 401 for evil.example and nip.io, 200 for localhost, *.localhost, [::1]")
 	// The status page itself stays behind the Gate.
 	if _, status := getURL(t, on.srv.URL+"/megane/builder-tools/", nil); status == http.StatusOK {
 		t.Errorf("the status page was served without a credential")

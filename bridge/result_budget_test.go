@@ -151,7 +151,7 @@ func TestResultsInFlightBounded(t *testing.T) {
 			if slack := int64(calls+2) * 256 << 10; peak <= 0 || peak > float64(budget+slack) {
 				t.Errorf("the result budget's peak was %.0f bytes, want 1 to %d", peak, budget+slack)
 			}
-			t.Logf("outcomes %v, budget peak %.1f of %d MiB", outcomes, peak/(1<<20), budget>>20)
+			t.Logf("abuse: %d results of 20 MiB at once over Streamable HTTP (%s), each under result_limit | read only as far as result_memory (40 MiB) allows, reserved before the bytes are read; the rest answered busy at once | %d ok, %d busy; the budget's peak %.1f MiB", calls, encode, outcomes["ok"], outcomes["busy"], peak/(1<<20))
 		})
 	}
 }

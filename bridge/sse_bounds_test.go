@@ -95,7 +95,7 @@ func TestEventStreamFieldsBounded(t *testing.T) {
 			if w := hostile.written.Load(); w >= 64<<20 {
 				t.Fatalf("the server wrote %d MiB before the bridge stopped reading", w>>20)
 			}
-			t.Logf("the server wrote %.1f MiB before the call failed", float64(hostile.written.Load())/(1<<20))
+			t.Logf("abuse: a Streamable HTTP server answers a call with an event of %s, never ending it | the call fails at once with one line (4 KiB a line other than data, 64 KiB an event) and the bridge stops reading | the server got %.1f MiB out before the call failed", tc.name, float64(hostile.written.Load())/(1<<20))
 		})
 	}
 }

@@ -11,11 +11,12 @@ import (
 	"testing"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(bridgetest.PeakReport{M: m, Pkg: "jupyter"})
 }
 
 // debianPython is the Python of Debian's python3-jupyter-server.

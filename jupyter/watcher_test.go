@@ -112,4 +112,5 @@ func TestWatcherSlowPyKeepsLastGood(t *testing.T) {
 			t.Fatalf("no problem names the slow read:\n%s", probs)
 		}
 	}
+	t.Logf("abuse: time.sleep(100) in the user's jupyter_server_config.py | tools:servers waits at most Patience, then answers from the last good configuration with a problem | the last good configuration, with the problem, twice")
 }

@@ -28,7 +28,7 @@ const RunEnv = "MEGANE_TEST_RUN"
 // moment after they ended (each is named with its pid and command line,
 // and killed). Call it last in TestMain, after the re-exec checks that turn
 // the test binary into a keeper or a test server.
-func VerifyTestMain(m *testing.M) {
+func VerifyTestMain(m interface{ Run() int }) {
 	// A race-enabled binary sleeps 1 s when it exits; the servers and
 	// keepers these tests start are this binary, and stop steps are timed.
 	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
@@ -40,7 +40,7 @@ func VerifyTestMain(m *testing.M) {
 }
 
 type runThenCheckProcesses struct {
-	m   *testing.M
+	m   interface{ Run() int }
 	run string
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
 	"github.com/megane-labs/megane-jupyter-bridge/child"
 	"go.uber.org/goleak"
 )
@@ -41,5 +42,5 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(program(os.Args[1:], bound))
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(bridgetest.PeakReport{M: m, Pkg: "cmd/megane-jupyter-bridge"})
 }

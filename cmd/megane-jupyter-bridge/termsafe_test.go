@@ -53,6 +53,7 @@ func TestCheckEscapesServerStrings(t *testing.T) {
 	if !strings.Contains(out, `x\x1b[2K`) {
 		t.Fatalf("check does not show the server's name, escaped:\n%s", out)
 	}
+	t.Logf("abuse: a server whose serverInfo holds terminal escapes, a title sequence and a forged \"ok:\" line | check prints it escaped, on its own line | no control character printed, no forged line")
 }
 
 // TestDoctorReportEscapes: doctor's lines (doctor --spawn names each
