@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The page's frames are read in pieces, each counted against one budget
@@ -38,14 +39,17 @@ type inboundPool struct {
 	freed atomic.Int64 // bytes handed back since the memory was last returned to the system
 
 	mu      sync.Mutex
-	used    int64             // guarded by mu; the sum of held
-	garbage garbageMeter      // guarded by mu; pieces handed back or evicted, until collected (results.go)
-	held    map[*tab]int64    // guarded by mu; by tab, only tabs holding some
-	evicted map[*tab]struct{} // guarded by mu; tabs closed to make room, until they end
+	used    int64                  // guarded by mu; the sum of held
+	garbage garbageMeter           // guarded by mu; pieces handed back or evicted, until collected (results.go)
+	held    map[*tab]int64         // guarded by mu; by tab, only tabs holding some
+	evicted map[*tab]struct{}      // guarded by mu; tabs closed to make room, until they end
+	dying   map[*tab]int64         // guarded by mu; what evicted tabs still hold (counted in used) until their readers end
+	ended   map[*tab]chan struct{} // guarded by mu; closed by end when an evicted tab's reader has ended
 }
 
 func newInboundPool(limit int64) *inboundPool {
-	return &inboundPool{limit: limit, held: map[*tab]int64{}, evicted: map[*tab]struct{}{}, garbage: newGarbageMeter()}
+	return &inboundPool{limit: limit, held: map[*tab]int64{}, evicted: map[*tab]struct{}{},
+		dying: map[*tab]int64{}, ended: map[*tab]chan struct{}{}, garbage: newGarbageMeter()}
 }
 
 // reserve counts n more bytes for t's frame. When they do not fit, the tab
@@ -74,6 +78,23 @@ func (p *inboundPool) reserve(t *tab, n int64) bool {
 			p.mu.Unlock()
 			continue
 		}
+		if len(p.dying) > 0 {
+			// A tab closed to make room has not dropped its pieces yet:
+			// wait for it rather than close another.
+			var ended chan struct{}
+			for _, c := range p.ended {
+				ended = c
+				break
+			}
+			p.mu.Unlock()
+			select {
+			case <-ended:
+			case <-t.done:
+				return false
+			case <-time.After(evictedWait):
+			}
+			continue
+		}
 		readers := int64(len(p.held))
 		if _, ok := p.held[t]; !ok {
 			readers++
@@ -93,16 +114,32 @@ func (p *inboundPool) reserve(t *tab, n int64) bool {
 			t.closeWith(CloseTryLater, fmt.Sprintf("the bridge holds as much of unfinished messages from pages as it may (%s of %s), and this page's share (%s) is used: send large messages as tools:chunk frames, or try again shortly", mib(used), mib(p.limit), mib(share)))
 			return false
 		}
+		// The tab holding the most is closed and its reads cut; what it
+		// holds stays counted until its reader has ended and dropped its
+		// pieces (then it is garbage until collected), and t waits for
+		// that before it looks again.
 		most := p.held[worst]
-		p.used -= most
-		p.garbage.add(most) // its reader drops its pieces within a moment
 		delete(p.held, worst)
+		p.dying[worst] = most
+		ended := make(chan struct{})
+		p.ended[worst] = ended
 		p.evicted[worst] = struct{}{}
 		p.mu.Unlock()
 		t.b.log.Warn("inbound memory full: closing the tab holding the most of an unfinished frame", "tab", worst.id, "held_bytes", most, "for_tab", t.id, "limit_bytes", p.limit)
 		worst.closeWith(CloseTryLater, fmt.Sprintf("the bridge needed room for other pages' messages, and this page held the most of an unfinished one (%s): send large messages as tools:chunk frames, or try again shortly", mib(most)))
+		worst.cutReads()
+		select {
+		case <-ended:
+		case <-t.done:
+			return false
+		case <-time.After(evictedWait):
+		}
 	}
 }
+
+// evictedWait bounds how long a tab waits for the reader of a tab closed
+// to make room for it to end (its reads are cut at once: moments).
+const evictedWait = 5 * time.Second
 
 // release hands back everything t holds and returns how much that was.
 func (p *inboundPool) release(t *tab) int64 {
@@ -115,11 +152,22 @@ func (p *inboundPool) release(t *tab) int64 {
 	return n
 }
 
-// end forgets t, whose reader has returned, and hands back what it held.
+// end forgets t, whose reader has returned, and hands back what it held
+// (evicted or not).
 func (p *inboundPool) end(t *tab) int64 {
 	n := p.release(t)
 	p.mu.Lock()
 	delete(p.evicted, t)
+	if d, ok := p.dying[t]; ok {
+		p.used -= d
+		p.garbage.add(d)
+		n += d
+		delete(p.dying, t)
+	}
+	if ended := p.ended[t]; ended != nil {
+		close(ended)
+		delete(p.ended, t)
+	}
 	p.mu.Unlock()
 	return n
 }

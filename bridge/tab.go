@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -26,6 +27,8 @@ type tab struct {
 
 	wake chan struct{} // buffered(1): the queue has messages; drained by writeLoop
 	done chan struct{} // closed by closeWith, once
+
+	readsCut atomic.Bool // set by cutReads: the read loop's deadline is past and stays there
 
 	// The messages waiting for the page, bounded in bytes
 	// (Options.OutboundBytes, each message counted with queueOverhead
@@ -507,7 +510,11 @@ func (t *tab) writeLoop() {
 func (t *tab) readLoop() {
 	c := t.conn
 	c.SetReadLimit(t.b.opts.InboundLimit)
-	deadline := func() { _ = c.SetReadDeadline(time.Now().Add(t.b.opts.PongTimeout)) }
+	deadline := func() {
+		if !t.readsCut.Load() {
+			_ = c.SetReadDeadline(time.Now().Add(t.b.opts.PongTimeout))
+		}
+	}
 	deadline()
 	c.SetPongHandler(func(string) error { deadline(); return nil })
 	re := newReassembler(t.b.opts.InboundLimit, 4, t.b.opts.ChunkTimeout)
@@ -639,4 +646,12 @@ func (t *tab) removePending(id json.RawMessage, p *pending) {
 		}
 	}
 	t.mu.Unlock()
+}
+
+// cutReads ends the tab's reads at once: a tab closed to make room for
+// others' frames must drop the pieces it holds now, not when its page
+// next sends a byte.
+func (t *tab) cutReads() {
+	t.readsCut.Store(true)
+	_ = t.conn.SetReadDeadline(time.Now())
 }
