@@ -26,7 +26,7 @@ ACTIONLINT ?= $(GO) run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
 VULNDB         := .cache/vulndb-$(VULNDB_VERSION)
 
-.PHONY: reproducible sdist sdist-check twine-check recipe recipe-check links go-test-args build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels vuln go-version
+.PHONY: crlf-check reproducible sdist sdist-check twine-check recipe recipe-check links go-test-args build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels vuln go-version
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/megane-jupyter-bridge  # -buildvcs=auto: stamp the commit even where GOFLAGS turns it off
@@ -111,6 +111,16 @@ check: lint links tidy-check test fuzz-short vuln reproducible sdist-check twine
 # The documents' relative links and anchors (cmd/internal/mdlinks).
 links:
 	$(GO) run ./cmd/internal/mdlinks
+
+# The tests that read the repository's own files (documents, go.mod, the
+# recipe, the fixtures), in a clone made with core.autocrlf=true as GitHub's
+# Windows runners make theirs: .gitattributes must keep every text file LF.
+CRLF := .cache/crlf
+crlf-check:
+	rm -rf $(CRLF) && git -c core.autocrlf=true clone -q . $(CRLF)
+	cd $(CRLF) && $(GO) test -count=1 ./cmd/internal/... ./jupyter/... && \
+		$(GO) test -count=1 -run 'TestProtocolDocument|TestHostileCorpus' ./bridge && $(GO) run ./cmd/internal/mdlinks
+	rm -rf $(CRLF)
 
 # The Go that builds and tests (GOTOOLCHAIN above), fetched on first use.
 go-version:

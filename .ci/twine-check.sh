@@ -17,4 +17,14 @@ make -s wheels WHEEL_PLATFORMS=linux/amd64 DIST="$work" >/dev/null 2>&1 || make 
 make -s sdist DIST="$work" >/dev/null 2>&1 || make -s sdist DIST="$work"
 files=$(cd "$work" && ls *.whl *.tar.gz)
 test "$(echo "$files" | wc -l)" = 2 || { echo "twine-check: want one wheel and one sdist, built: $files"; exit 1; }
-chroot "$root" /usr/bin/env PATH=/usr/bin:/bin HOME=/tmp sh -c "cd /tmp/megane-twine-check && twine --version | head -n1 && twine --no-color check --strict $(echo $files)"
+# The twine that the release workflow publishes with (its pin): this check
+# must not run an older one, or a dist it passes may still be refused there.
+want=$(sed -n 's/.*"twine==\([0-9.]*\)".*/\1/p' .github/workflows/release.yml | head -n1)
+test -n "$want" || { echo "twine-check: .github/workflows/release.yml pins no twine==X"; exit 1; }
+have=$(chroot "$root" /usr/bin/env PATH=/usr/bin:/bin HOME=/tmp sh -c "twine --version" | sed -n 's/^twine version \([0-9.]*\).*/\1/p')
+if [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -n1)" != "$want" ]; then
+  echo "twine-check: the chroot's twine $have is older than the $want the release workflow publishes with"
+  exit 1
+fi
+echo "twine-check: twine $have (the release workflow publishes with $want)"
+chroot "$root" /usr/bin/env PATH=/usr/bin:/bin HOME=/tmp sh -c "cd /tmp/megane-twine-check && twine --no-color check --strict $(echo $files)"

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path"
@@ -257,5 +258,37 @@ func TestSourceCommit(t *testing.T) {
 	os.Remove(wheel.CommitFile)
 	if c, err := sourceCommit(context.Background()); err != nil || c != "" {
 		t.Fatalf("no COMMIT, no checkout: got %q %v, want no commit", c, err)
+	}
+}
+
+// TestPublishTwinePinned: the release workflow publishes with a pinned
+// twine that reads Metadata-Version 2.4 and does Trusted Publishing by
+// itself (6.1.0 or later), and with no action that bundles a twine of its
+// own; make twine-check reads the same pin and refuses to check with an
+// older twine. pypa/gh-action-pypi-publish v1.8.14, pinned before, bundles
+// twine 5.0.0, which rejects our metadata: the first tag would have failed.
+func TestPublishTwinePinned(t *testing.T) {
+	wf, err := os.ReadFile(filepath.Join("..", "..", "..", ".github", "workflows", "release.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins := regexp.MustCompile(`"twine==([0-9.]+)"`).FindAllStringSubmatch(string(wf), -1)
+	if len(pins) != 1 {
+		t.Fatalf("release.yml pins twine %d times, want once: %v", len(pins), pins)
+	}
+	var v [3]int
+	fmt.Sscanf(pins[0][1], "%d.%d.%d", &v[0], &v[1], &v[2])
+	if v[0] < 6 || v[0] == 6 && v[1] < 1 {
+		t.Errorf("release.yml publishes with twine %s; 6.1.0 or later reads Metadata-Version 2.4 and does Trusted Publishing", pins[0][1])
+	}
+	if strings.Contains(string(wf), "gh-action-pypi-publish@") {
+		t.Errorf("release.yml publishes through pypa/gh-action-pypi-publish, whose bundled twine is not the one make twine-check runs")
+	}
+	check, err := os.ReadFile(filepath.Join("..", "..", "..", ".ci", "twine-check.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(check), `"twine==`) || !strings.Contains(string(check), "release.yml") {
+		t.Errorf(".ci/twine-check.sh does not read the workflow's twine pin")
 	}
 }
