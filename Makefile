@@ -79,11 +79,16 @@ go-test-args:
 # make lint vets each, which compiles every package and test for it.
 CROSS_PLATFORMS ?= linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 
+# actionlint checks both GitHub workflows (with shellcheck for their run:
+# scripts, when it is installed: .ci/run installs it).
+ACTIONLINT ?= $(GO) run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
+
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	@set -e; for p in $(CROSS_PLATFORMS); do echo "GOOS=$${p%/*} GOARCH=$${p#*/} go vet ./..."; GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet ./...; done
 	$(STATICCHECK) ./...
+	$(ACTIONLINT)
 	$(ACTIONLINT)
 	sh .ci/package-docs.sh
 

@@ -105,13 +105,10 @@ func newTab(b *Bridge, conn *websocket.Conn, adm Admission) *tab {
 // rather than fed a partial stream.
 func (t *tab) push(msg []byte) { t.enqueue("", [][]byte{msg}) }
 
-// pushParts queues a message made of parts (concatenated on the wire), so a
-// large raw result is sent without being copied into the reply first.
-func (t *tab) pushParts(parts ...[]byte) { t.enqueue("", parts) }
-
-// pushHeld is pushParts for a message whose bytes something else counts
-// too until it has left the queue: release runs then (or at once, if the
-// message is never queued).
+// pushHeld queues a message made of parts (concatenated on the wire, so a
+// large raw result is sent without being copied into the reply first),
+// whose bytes something else counts too until it has left the queue:
+// release runs then (or at once, if the message is never queued).
 func (t *tab) pushHeld(release func(), parts ...[]byte) { t.enqueueHeld("", parts, release) }
 
 // pushProgress queues a call's progress: it replaces, in place, that

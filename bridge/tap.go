@@ -203,16 +203,14 @@ var (
 	stubCallResult = []byte(`{"content":[]}`)
 )
 
-// incoming is called with each complete message read from the server and
-// returns the bytes the SDK should decode. It takes ownership of raw. A
-// progress notification is routed by the tap and still handed to the SDK
-// (which ignores it): over Streamable HTTP an event cannot be left out.
-func (t *tap) incoming(raw []byte) []byte { return t.incomingHeld(raw, 0) }
-
-// incomingHeld is incoming for a message whose buffer has held bytes
-// reserved in t.pool: a result captured for its call keeps the
-// reservation until the call is over (rawSlot.close); for anything else
-// it goes back at once (what go-sdk decodes is small, see response).
+// incomingHeld is called with each complete message read from a
+// Streamable HTTP server and returns the bytes the SDK should decode. It
+// takes ownership of raw, and of the held bytes its buffer has reserved in
+// t.pool: a result captured for its call keeps the reservation until the
+// call's answer has left its tab's queue (rawSlot.detach, close); for
+// anything else it goes back at once (what go-sdk decodes is small, see
+// response). A progress notification is routed by the tap and still
+// handed to the SDK (which ignores it): an event cannot be left out.
 func (t *tap) incomingHeld(raw []byte, held int64) []byte {
 	if t.progress(raw) {
 		t.pool.release(held)
@@ -227,7 +225,7 @@ func (t *tap) incomingHeld(raw []byte, held int64) []byte {
 	return out
 }
 
-// incomingStdio is incoming for the stdio transport, which can drop a
+// incomingStdio is incomingHeld for the stdio transport, which can drop a
 // message: a progress notification the tap routed is not handed to the SDK
 // at all, which would only decode it (the bridge's client has no progress
 // handler), about a tenth of the bridge's CPU under load.
