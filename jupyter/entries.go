@@ -256,14 +256,20 @@ func resolveCommand(ent *bridge.ServerSpec, e env, src source) {
 		if !child.IsExecutable(abs) {
 			ent.Warnings = append(ent.Warnings, fmt.Sprintf("%s: server %q: command %s (%s) does not exist or is not executable; install it or fix command", src.display(), ent.Name, c, abs))
 		}
+	case c == SelfCommand && e.self != "":
+		ent.Command = e.self
 	default:
 		if p, ok := e.lookPath(c); ok {
 			ent.Command = p
 		} else {
-			ent.Warnings = append(ent.Warnings, fmt.Sprintf("%s: server %q: command %q was not found on PATH (%s); install it or give its absolute path", src.display(), ent.Name, c, e.vars["PATH"]))
+			ent.Warnings = append(ent.Warnings, fmt.Sprintf("%s: server %q: command %q was not found on PATH; install it or give its absolute path", src.display(), ent.Name, c))
 		}
 	}
 }
+
+// SelfCommand is the command name that runs the bridge's own binary
+// (Options.Self).
+const SelfCommand = "megane-jupyter-bridge"
 
 // checkName returns why name cannot name a server, or "".
 func checkName(name string) string {

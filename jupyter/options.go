@@ -45,6 +45,12 @@ type Options struct {
 	// PythonTimeout bounds each run of the Python. If zero, 30s.
 	PythonTimeout time.Duration
 
+	// Self is the running bridge's own binary: a server whose command is
+	// "megane-jupyter-bridge" (as etc/demo-servers.json's demo server is)
+	// runs it, whatever PATH holds. If empty, that name is looked up on
+	// PATH like any other.
+	Self string
+
 	// Logger receives debug records about what was read. Nil discards.
 	Logger *slog.Logger
 }
@@ -55,11 +61,12 @@ type env struct {
 	environ []string
 	home    string // as given (for ${userHome} and ~/.local/bin)
 	root    string // absolute
+	self    string // Options.Self
 	log     *slog.Logger
 }
 
 func (o Options) resolve() env {
-	e := env{environ: o.Environ}
+	e := env{environ: o.Environ, self: o.Self}
 	if e.environ == nil {
 		e.environ = os.Environ()
 	}

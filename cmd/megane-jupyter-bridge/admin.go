@@ -32,7 +32,7 @@ func (c *configFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.servers, "servers", "", "read a {\"mcpServers\": …} JSON file instead of Jupyter's configuration")
 }
 
-// registerStandalone adds --standalone (servers and doctor).
+// registerStandalone adds --standalone (servers, doctor and check).
 func (c *configFlags) registerStandalone(fs *flag.FlagSet) {
 	fs.BoolVar(&c.standalone, "standalone", false, "describe what make run uses: its servers file (--servers, default "+makeRunServersFile+") with this binary as megane-jupyter-bridge, and no Jupyter")
 }
@@ -68,6 +68,7 @@ func (c *configFlags) standaloneLine() string {
 
 func (c *configFlags) load(ctx context.Context) (*jupyter.Config, error) {
 	opts := jupyter.Options{Python: c.python, RootDir: c.rootDir}
+	opts.Self, _ = thisBinary()
 	if c.servers != "" {
 		return jupyter.LoadServersFile(c.servers, opts)
 	}

@@ -27,9 +27,13 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	var cf configFlags
 	cf.register(fs)
+	cf.registerStandalone(fs)
 	asJSON := fs.Bool("json", false, "print the findings as a JSON array")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long starting a server, and each call, may take")
 	if err := parseFlags(fs, args, checkHelp, stdout, stderr); err != nil {
+		return err
+	}
+	if err := cf.standaloneSetup(); err != nil {
 		return err
 	}
 	var entries []bridge.ServerSpec

@@ -175,6 +175,18 @@ func TestCheckServers(t *testing.T) {
 			t.Fatalf("check on the demo server: %v\n%s", err, out)
 		}
 	})
+	t.Run("a configured server, flags after its name", func(t *testing.T) {
+		// The README's form: check NAME --servers FILE, with the file's
+		// command "megane-jupyter-bridge" run as this very binary, found
+		// on PATH or not. Before, flags after the name were taken for
+		// names ("no configured server"), and the command was looked up
+		// on PATH only ("not found on PATH").
+		t.Setenv("PATH", t.TempDir())
+		out, _, err := runCLI(t, "check", "demo-tools", "--servers", filepath.Join("..", "..", "etc", "demo-servers.json"), "--timeout", "1m")
+		if err != nil || strings.Contains(out, "fail:") || !strings.Contains(out, "ok: gas_box: keeps the contract") {
+			t.Fatalf("check demo-tools --servers etc/demo-servers.json: %v\n%s", err, out)
+		}
+	})
 	t.Run("a server that gives no version", func(t *testing.T) {
 		// mcp 2.x's default serverInfo.version is empty.
 		t.Setenv(bridgetest.EnvVar, strings.TrimPrefix(bridgetest.PythonMCP2Mode().Env(), bridgetest.EnvVar+"="))

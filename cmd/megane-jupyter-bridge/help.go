@@ -31,7 +31,7 @@ type flagGroup struct {
 func parseFlags(fs *flag.FlagSet, args []string, h commandHelp, stdout, stderr io.Writer) error {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	err := fs.Parse(args)
+	err := fs.Parse(flagsFirst(fs, args))
 	switch {
 	case err == nil:
 		return nil
@@ -42,6 +42,44 @@ func parseFlags(fs *flag.FlagSet, args []string, h commandHelp, stdout, stderr i
 		fmt.Fprintf(stderr, "usage: megane-jupyter-bridge %s\n(megane-jupyter-bridge %s --help lists the flags)\n", h.usage, fs.Name())
 		return usageError{err.Error()}
 	}
+}
+
+// flagsFirst moves the flags of args (with their values) before the other
+// arguments, so that flags may stand anywhere on the line (check NAME
+// --servers FILE) as they may before; everything from a "--" on stays as
+// it is, at the end (check -- COMMAND --its-own-flag).
+func flagsFirst(fs *flag.FlagSet, args []string) []string {
+	var flags, rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			if len(rest) == 0 {
+				return append(flags, args[i:]...)
+			}
+			return append(append(flags, rest...), args[i:]...)
+		}
+		if len(a) < 2 || a[0] != '-' {
+			rest = append(rest, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue // Parse says so
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		if i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	return append(flags, rest...)
 }
 
 // writeHelp prints h with the flags of fs: each as --name TYPE, then what it

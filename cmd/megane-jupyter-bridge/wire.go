@@ -44,6 +44,7 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 		log.Warn(auth.TokenEnv + " is ignored: it is for --standalone; with Jupyter, pages connect with Jupyter's own credentials")
 	}
 	jopts := jupyter.Options{RootDir: c.rootDir, Python: c.python, Logger: log}
+	jopts.Self, _ = thisBinary()
 	var gate bridge.Gate
 	var watcher *jupyter.Watcher // Jupyter's configuration, loaded once before the gate is built
 	if c.standalone {
