@@ -188,9 +188,8 @@ func checkToolDefinition(server string, raw json.RawMessage) (*builderTool, []fi
 		}
 		checkProperty(fs, bt, props, p, schema, 0)
 		if bt.requiredSet[p] {
-			_, hasDefault := schema["default"]
-			if !hasDefault && len(asSlice(schema["examples"])) == 0 && widget == "" {
-				fs.add("warn", "§4.1", "required property %q has neither a default nor examples: the check and LLM clients must guess a value", p)
+			for _, path := range unexampled(bt, p, schema, 0) {
+				fs.add("warn", "§4.1", "required property %q has neither a default nor examples: the check and LLM clients must guess a value", path)
 			}
 		}
 	}
@@ -534,6 +533,50 @@ func validate(s map[string]any, v any) string {
 		}
 	}
 	return ""
+}
+
+// unexampled lists the required properties, at path or under it, that
+// have neither a default nor examples nor a widget (§4.1: "every required
+// property without a default should carry JSON Schema examples"). The
+// rows of a table (an array of objects) and the fields of a fieldset are
+// judged by their own required properties, as the contract's own example
+// does (liquid_box's examples are on a component's count, not on
+// components): an array or object whose parts all have values is sampled
+// from them.
+func unexampled(bt *builderTool, path string, schema map[string]any, depth int) []string {
+	if _, ok := schema["default"]; ok || len(asSlice(schema["examples"])) > 0 {
+		return nil
+	}
+	if _, ok := schema["x-megane-widget"].(string); ok {
+		return nil
+	}
+	r := resolve(bt, schema)
+	if r == nil || depth > 4 {
+		return []string{path}
+	}
+	if _, ok := r["x-megane-widget"].(string); ok {
+		return nil
+	}
+	object := r
+	inner := path
+	if r["type"] == "array" {
+		items := resolve(bt, asMap(r["items"]))
+		if items == nil || items["type"] != "object" {
+			return []string{path}
+		}
+		object, inner = items, path+"[]"
+	} else if r["type"] != "object" {
+		return []string{path}
+	}
+	props := asMap(object["properties"])
+	var out []string
+	for _, req := range asSlice(object["required"]) {
+		name, _ := req.(string)
+		if sub := asMap(props[name]); sub != nil {
+			out = append(out, unexampled(bt, inner+"."+name, sub, depth+1)...)
+		}
+	}
+	return out
 }
 
 // resolve follows a local $ref into $defs (keeping the referring schema's

@@ -387,3 +387,53 @@ func TestCheckReportsEveryFault(t *testing.T) {
 		}
 	}
 }
+
+// TestExamplesInTables: §4.1's advice that every required property
+// without a default carry examples is judged, for a table (an array of
+// objects), on the rows' own required properties, as the contract's own
+// example does: the reference server's liquid_box puts its example on a
+// component's count, and check passes it (before, it warned that
+// components had neither a default nor examples, so doctor --strict failed
+// on the default server); a row property without one is named by its path.
+func TestExamplesInTables(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "fixtures", "megane-reference", "tools-list.json"))
+	if err != nil {
+		t.Fatalf("the reference fixtures (shared/): %v", err)
+	}
+	var l struct{ Tools []json.RawMessage }
+	if err := json.Unmarshal(data, &l); err != nil {
+		t.Fatal(err)
+	}
+	seen := false
+	for _, raw := range l.Tools {
+		bt, fs := checkToolDefinition("megane-builder-tools", raw)
+		if bt == nil || bt.Name != "liquid_box" {
+			continue
+		}
+		seen = true
+		for _, f := range fs {
+			if strings.Contains(f.Message, "neither a default nor examples") {
+				t.Errorf("the reference liquid_box: %s", f)
+			}
+		}
+		// Without the count's example, the row's count is named.
+		var tool map[string]any
+		json.Unmarshal(raw, &tool)
+		defs := tool["inputSchema"].(map[string]any)["$defs"].(map[string]any)
+		delete(defs["Component"].(map[string]any)["properties"].(map[string]any)["count"].(map[string]any), "examples")
+		b, _ := json.Marshal(tool)
+		_, fs = checkToolDefinition("megane-builder-tools", b)
+		var warned []string
+		for _, f := range fs {
+			if strings.Contains(f.Message, "neither a default nor examples") {
+				warned = append(warned, f.Message)
+			}
+		}
+		if len(warned) != 1 || !strings.Contains(warned[0], `"components[].count"`) {
+			t.Errorf("liquid_box without the count's example: %q, want one warning naming components[].count", warned)
+		}
+	}
+	if !seen {
+		t.Fatal("no liquid_box among the recorded tools")
+	}
+}
