@@ -61,6 +61,10 @@ func TestReadEventBounds(t *testing.T) {
 		{"many short lines", strings.Repeat("id: 123456789\n", sseFieldsMax/14+1) + "\n", nil, "", true},
 		{"many short comments", strings.Repeat(": k\n", sseFieldsMax/4+1) + "\n", nil, "", true},
 		{"long data line is not a field", "data: \"" + long + "\"\n\n", nil, `"` + long + `"`, false},
+		{"data lines joined, CRLF", "data: a\r\ndata: b\r\n\r\n", nil, "a\nb", false},
+		{"one space taken", "data:x\ndata:  y\n\n", nil, "x\n y", false},
+		{"empty data line", "data:\ndata: z\n\n", nil, "\nz", false},
+		{"data over the reader's buffer", "data: " + strings.Repeat("d", 200<<10) + "\r\n\n", nil, strings.Repeat("d", 200<<10), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev, err := readEvent(bufio.NewReaderSize(strings.NewReader(tc.stream), 64<<10), 1<<20, nil)
