@@ -28,8 +28,17 @@ VULNDB         := .cache/vulndb-$(VULNDB_VERSION)
 
 .PHONY: crlf-check reproducible sdist sdist-check twine-check recipe recipe-check links go-test-args build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels vuln go-version
 
+# build (and so make run) uses the pinned Go when it can be had; on a first
+# build without network it builds with the local Go (at or above go.mod's
+# go line) and says in one line what that costs. Release builds (wheels,
+# sdist, the workflows) keep the pin.
 build:
-	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/megane-jupyter-bridge  # -buildvcs=auto: stamp the commit even where GOFLAGS turns it off
+	@if $(GO) version >/dev/null 2>&1; then \
+		$(GO) build -buildvcs=auto -o $(BIN) ./cmd/megane-jupyter-bridge; \
+	else \
+		echo "make: the pinned Go ($(GOTOOLCHAIN)) cannot be fetched (no network?): building with the local $$(GOTOOLCHAIN=local $(GO) env GOVERSION), whose standard library has known vulnerabilities that reach the bridge (make vuln lists them once the pin can be fetched)" >&2; \
+		GOTOOLCHAIN=local $(GO) build -buildvcs=auto -o $(BIN) ./cmd/megane-jupyter-bridge; \
+	fi  # -buildvcs=auto: stamp the commit even where GOFLAGS turns it off
 
 # One wheel per platform in DIST (README "Install"): the statically linked
 # binary (CGO_ENABLED=0, -trimpath) and the Python package that registers it
