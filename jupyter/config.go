@@ -195,29 +195,7 @@ func (l *loader) load(ctx context.Context) (*Config, error) {
 		cfg.watched = append(cfg.watched, f.path)
 	}
 
-	// Admin files: env and system levels only.
-	var admins []*adminFile
-	for i := len(cfg.Dirs) - 1; i >= 0; i-- {
-		d := cfg.Dirs[i]
-		p := filepath.Join(d.Path, AdminFileName)
-		cfg.watched = append(cfg.watched, p)
-		if _, err := os.Stat(p); err != nil {
-			continue
-		}
-		if d.Level == LevelUser {
-			cfg.Problems = append(cfg.Problems, bridge.Problem{File: p, Message: fmt.Sprintf("%s: ignored: admin settings are read only from the env and system config directories (%s), not from user-level ones", p, strings.Join(adminDirs(cfg.Dirs), ", "))})
-			continue
-		}
-		af, probs, err := readAdminFile(p)
-		if err != nil {
-			cfg.Problems = append(cfg.Problems, bridge.Problem{File: p, Message: fmt.Sprintf("%s: cannot be read: %v", p, err)})
-			continue
-		}
-		cfg.Problems = append(cfg.Problems, probs...)
-		if af != nil {
-			admins = append(admins, af)
-		}
-	}
+	admins := cfg.readAdmins()
 	cfg.Admin = mergeAdmin(admins)
 
 	// Read every existing file's values.
@@ -594,4 +572,33 @@ func describeJSONError(data []byte, err error) string {
 		col = off
 	}
 	return fmt.Sprintf("line %d, column %d: %v", line, col, err)
+}
+
+// readAdmins reads the admin files of cfg.Dirs: env and system levels only
+// (one at user level is a problem), adding each path to what is watched
+// and each file's problems to cfg's.
+func (cfg *Config) readAdmins() []*adminFile {
+	var admins []*adminFile
+	for i := len(cfg.Dirs) - 1; i >= 0; i-- {
+		d := cfg.Dirs[i]
+		p := filepath.Join(d.Path, AdminFileName)
+		cfg.watched = append(cfg.watched, p)
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		if d.Level == LevelUser {
+			cfg.Problems = append(cfg.Problems, bridge.Problem{File: p, Message: fmt.Sprintf("%s: ignored: admin settings are read only from the env and system config directories (%s), not from user-level ones", p, strings.Join(adminDirs(cfg.Dirs), ", "))})
+			continue
+		}
+		af, probs, err := readAdminFile(p)
+		if err != nil {
+			cfg.Problems = append(cfg.Problems, bridge.Problem{File: p, Message: fmt.Sprintf("%s: cannot be read: %v", p, err)})
+			continue
+		}
+		cfg.Problems = append(cfg.Problems, probs...)
+		if af != nil {
+			admins = append(admins, af)
+		}
+	}
+	return admins
 }

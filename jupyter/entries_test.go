@@ -430,3 +430,28 @@ func TestAdminSizesBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestServersFileReadsAdminPolicy: serve --standalone --servers FILE (make
+// run) reads megane_jupyter_bridge.toml from the same env and system config
+// directories as a bridge under Jupyter: its limits apply, and one at user
+// level is reported, not read. Its [mcp_servers] are not added: the file is
+// the whole list. Before, the policy file was ignored in this mode.
+func TestServersFileReadsAdminPolicy(t *testing.T) {
+	s := newSandbox(t)
+	s.exe("tool")
+	s.vars["JUPYTER_CONFIG_PATH"] = filepath.Join(s.dir, "etc")
+	admin := s.write("etc/"+AdminFileName, "[limits]\nresult_limit = \"1MiB\"\n\n[mcp_servers.shipped]\ncommand = \"tool\"\n")
+	user := s.write("home/.jupyter/"+AdminFileName, "[limits]\nresult_limit = \"2MiB\"\n")
+	file := s.write("servers.json", `{"mcpServers": {"mine": {"command": "tool"}}}`)
+	cfg, err := LoadServersFile(file, noPython(s))
+	must(t, err)
+	if cfg.Admin.ResultLimit != 1<<20 {
+		t.Errorf("result_limit from %s = %d, want 1 MiB", admin, cfg.Admin.ResultLimit)
+	}
+	if len(cfg.Servers) != 1 || cfg.Servers[0].Name != "mine" {
+		t.Errorf("servers %+v, want only the file's", cfg.Servers)
+	}
+	if probs := problemsText(cfg.Problems); !strings.Contains(probs, user+": ignored") {
+		t.Errorf("the user-level policy file is not reported:\n%s", probs)
+	}
+}

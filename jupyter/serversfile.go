@@ -36,6 +36,16 @@ func LoadServersFile(path string, opts Options) (*Config, error) {
 		}
 	}
 	cfg := &Config{Admin: DefaultAdmin(), watched: []string{path}}
+	// The admin's policy file applies here as under Jupyter (limits,
+	// strip_env, metrics, audit), read from the same env and system config
+	// directories (without a Python: {sys.prefix}/etc/jupyter only when
+	// Options.SysPrefix names it). Its [mcp_servers] are not added and
+	// allow_user_servers does not apply: the servers file is the whole list.
+	cfg.Dirs = configPath(e, factsFrom(e, nil, opts.SysPrefix))
+	for _, d := range cfg.Dirs {
+		cfg.ConfigPath = append(cfg.ConfigPath, d.Path)
+	}
+	cfg.Admin = mergeAdmin(cfg.readAdmins())
 	sf := settingsFile(path, LevelFile, e.root)
 	cfg.Files = []bridge.SettingsFile{sf}
 	cfg.UserFile = sf
