@@ -262,12 +262,14 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	}
 	for name, want := range map[string]float64{
 		"megane_bridge_tabs_open":                  1,
-		"megane_bridge_chunk_memory_limit_bytes":   256 << 20,
+		"megane_bridge_chunk_memory_limit_bytes":   (3*(256<<20) + 256<<20) / 8,
 		"megane_bridge_outbound_limit_bytes":       1 << 30,
 		"megane_bridge_memory_limit_bytes":         3*(256<<20) + 256<<20,
 		"megane_bridge_memory_ceiling_refusing":    0,
 		"megane_bridge_chunk_memory_bytes":         0,
-		"megane_bridge_inbound_memory_limit_bytes": (3*(256<<20) + 256<<20) / 4,
+		"megane_bridge_inbound_memory_limit_bytes": (3*(256<<20) + 256<<20) / 8,
+		"megane_bridge_result_memory_limit_bytes":  (256<<20)*5/4 + 1<<20,
+		"megane_bridge_result_memory_bytes":        0,
 	} {
 		if got := value(fams, name, nil); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)

@@ -92,9 +92,11 @@ func TestResultsInFlightBounded(t *testing.T) {
 	const size = 20 << 20 // two do not fit the budget below at once
 	for _, encode := range []string{"length", "chunked", "gzip", "sse"} {
 		t.Run(encode, func(t *testing.T) {
+			leakCheck(t) // first: it runs after the server's cleanup too
 			big := &bigResults{size: size, encode: encode, release: make(chan struct{})}
 			srv := httptest.NewServer(big.handler(t))
 			t.Cleanup(srv.Close)
+			t.Cleanup(srv.CloseClientConnections) // writes blocked on a connection the bridge gave up on
 			spec := bridge.ServerSpec{Name: "big", Transport: bridge.TransportHTTP, URL: srv.URL + "/mcp", Source: "test", Fingerprint: "sha256:big"}
 			const budget = 40 << 20
 			h := newHarness(t, bridge.Options{ResultLimit: 32 << 20, ResultMemory: budget, MemoryLimit: 512 << 20}, spec)
@@ -160,9 +162,11 @@ func TestResultsInFlightBounded(t *testing.T) {
 // for results in flight (though under the result limit) fails with
 // too-large, naming the budget, and never with a retry that cannot help.
 func TestResultNeverFitsIsTooLarge(t *testing.T) {
+	leakCheck(t) // first: it runs after the server's cleanup too
 	big := &bigResults{size: 12 << 20, encode: "length"}
 	srv := httptest.NewServer(big.handler(t))
 	t.Cleanup(srv.Close)
+	t.Cleanup(srv.CloseClientConnections) // writes blocked on a connection the bridge gave up on
 	spec := bridge.ServerSpec{Name: "big", Transport: bridge.TransportHTTP, URL: srv.URL + "/mcp", Source: "test", Fingerprint: "sha256:big"}
 	h := newHarness(t, bridge.Options{ResultLimit: 32 << 20, ResultMemory: 8 << 20}, spec)
 	ctx := testCtx(t, 60*time.Second)

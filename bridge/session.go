@@ -502,6 +502,13 @@ func (s *session) describe(err error) error {
 	if line := s.lastStderr(); line != "" && !strings.Contains(msg, line) {
 		msg += ": " + line
 	}
+	if errors.Is(err, child.ErrNotFound) || strings.Contains(msg, child.ErrNotFound.Error()) {
+		// The entry's own hint, where configuration gave one (the default
+		// server's names uv and how to install it), is the better fix.
+		if len(s.spec.Warnings) > 0 {
+			msg = strings.Replace(msg, child.ErrNotFound.Error(), s.spec.Warnings[0], 1)
+		}
+	}
 	return errors.New(oneLine(msg))
 }
 

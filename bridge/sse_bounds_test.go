@@ -33,7 +33,10 @@ func (h *hostileEventStream) handler(t *testing.T) http.Handler {
 				w.Header().Set("Content-Type", "text/event-stream")
 				w.WriteHeader(http.StatusOK)
 				f := w.(http.Flusher)
+				rc := http.NewResponseController(w)
 				for i := 0; h.written.Load() < h.cap && r.Context().Err() == nil; i++ {
+					// A reader that stopped reading ends the stream.
+					_ = rc.SetWriteDeadline(time.Now().Add(5 * time.Second))
 					n, err := w.Write(h.line(i))
 					h.written.Add(int64(n))
 					if err != nil {
@@ -73,10 +76,14 @@ func TestEventStreamFieldsBounded(t *testing.T) {
 		{"endless short id lines", func(i int) []byte { return []byte("id: 1234567890\n") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			leakCheck(t) // first: it runs after the server's cleanup too
 			const cap = 512 << 20
 			hostile := &hostileEventStream{line: tc.line, cap: cap}
 			srv := httptest.NewServer(hostile.handler(t))
 			t.Cleanup(srv.Close)
+			// Its writes may still be blocked on a connection the bridge
+			// gave up on (under wine, closing it does not end them).
+			t.Cleanup(srv.CloseClientConnections)
 			spec := bridge.ServerSpec{Name: "hostile", Transport: bridge.TransportHTTP, URL: srv.URL + "/mcp", Source: "test", Fingerprint: "sha256:hostile"}
 			ctx := testCtx(t, 60*time.Second)
 			h := newHarness(t, bridge.Options{}, spec)

@@ -61,7 +61,7 @@ func TestLookPathIgnoresRelativeEntries(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := child.LookPath(name, tc.path, dir)
 			if tc.want == "" {
-				if err == nil || !strings.Contains(err.Error(), "not found on PATH") {
+				if err == nil || !strings.Contains(err.Error(), "was not found on the server's PATH") {
 					t.Errorf("LookPath = %q, %v; want not found", got, err)
 				}
 				return

@@ -17,7 +17,8 @@ import (
 // .exe, .bat, .cmd when unset).
 //
 // The error is the end of a sentence that names command and what to fix:
-// `"uvx" not found on PATH (/usr/bin:/bin)`.
+// `"uvx" was not found on the server's PATH: install it, or give the entry
+// the command's absolute path`.
 func LookPath(command, pathList, dir string) (string, error) {
 	if command == "" {
 		return "", errors.New("no command is configured")
@@ -53,8 +54,16 @@ func LookPath(command, pathList, dir string) (string, error) {
 			notExec = fmt.Sprintf("; %s %v", p, err)
 		}
 	}
-	return "", fmt.Errorf("%q not found on PATH (%s)%s", command, pathList, notExec)
+	if notExec != "" {
+		return "", fmt.Errorf("%q was not found on the server's PATH (%s): %w", command, notExec[2:], ErrNotFound)
+	}
+	return "", fmt.Errorf("%q was not found on the server's PATH: %w", command, ErrNotFound)
 }
+
+// ErrNotFound is LookPath's error, wrapped, when no directory of PATH has
+// the command. Its text is the fix; the error never lists PATH itself,
+// which says nothing a person needs and may be long.
+var ErrNotFound = errors.New("install it, or give the entry the command's absolute path")
 
 // LookPathAll is every executable named command in the absolute
 // directories of pathList, in PATH order, without repeats.

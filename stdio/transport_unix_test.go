@@ -109,7 +109,7 @@ func TestStdioStartErrors(t *testing.T) {
 		want    string
 	}{
 		{"not on PATH", "uvx-not-installed", "/usr/bin:/bin", "",
-			`cannot start lab-tools: "uvx-not-installed" not found on PATH (/usr/bin:/bin)`},
+			`cannot start lab-tools: "uvx-not-installed" was not found on the server's PATH: install it, or give the entry the command's absolute path`},
 		{"no PATH", "uvx", "-", "",
 			`cannot start lab-tools: "uvx" not found: PATH is not set in the server's environment`},
 		{"not executable", notExec, "/usr/bin", "",

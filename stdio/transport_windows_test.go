@@ -39,10 +39,10 @@ func TestStdioStartErrorsWindows(t *testing.T) {
 		name, command, path, want string
 	}{
 		{"not on PATH", "uvx-not-installed", `C:\windows\system32`,
-			`cannot start lab-tools: "uvx-not-installed" not found on PATH (C:\windows\system32)`},
+			`cannot start lab-tools: "uvx-not-installed" was not found on the server's PATH: install it, or give the entry the command's absolute path`},
 		{"no PATH", "uvx", "", `cannot start lab-tools: "uvx" not found: PATH is not set in the server's environment`},
 		{"Path, as Windows spells it", "uvx-not-installed", "Path=" + `C:\windows`,
-			`cannot start lab-tools: "uvx-not-installed" not found on PATH (C:\windows)`},
+			`cannot start lab-tools: "uvx-not-installed" was not found on the server's PATH: install it, or give the entry the command's absolute path`},
 		{"a directory", dir, "", fmt.Sprintf(`cannot start lab-tools: %q is a directory`, dir)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
