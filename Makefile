@@ -132,7 +132,7 @@ links:
 CRLF := .cache/crlf
 crlf-check:
 	rm -rf $(CRLF) && git -c core.autocrlf=true clone -q . $(CRLF)
-	cd $(CRLF) && $(GO) test -count=1 ./cmd/internal/... ./jupyter/... && \
+	cd $(CRLF) && $(GO) test -count=1 ./cmd/internal/mkwheel ./cmd/internal/mdlinks ./jupyter/... && \
 		$(GO) test -count=1 -run 'TestProtocolDocument|TestHostileCorpus' ./bridge && $(GO) run ./cmd/internal/mdlinks
 	rm -rf $(CRLF)
 
