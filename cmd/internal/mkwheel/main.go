@@ -435,7 +435,7 @@ func fillRecipe(tmpl []byte, version, sum string) ([]byte, error) {
 // build builds the bridge for platform into a directory of its own under
 // tmp and returns the binary's path. -buildvcs=false and the commit as
 // -X main.commit: a build from the sdist (no .git) gives the same bytes.
-// With -trimpath go build records no -ldflags in the binary.
+// With -trimpath go build records no -ldflags in the binary. Stripped.
 func build(ctx context.Context, platform, commit, tmp string) (string, error) {
 	goos, goarch, _ := strings.Cut(platform, "/")
 	name := "megane-jupyter-bridge"
@@ -443,10 +443,14 @@ func build(ctx context.Context, platform, commit, tmp string) (string, error) {
 		name += ".exe"
 	}
 	bin := filepath.Join(tmp, goos+"_"+goarch, name)
-	args := []string{"build", "-trimpath", "-buildvcs=false"}
+	// -s -w: no symbol table and no DWARF, which a shipped binary does not
+	// need (panics still name functions; go version -m still reads the
+	// build information): 22.7 MB → 15.7 MB for linux/amd64.
+	ldflags := "-s -w"
 	if commit != "" {
-		args = append(args, "-ldflags=-X main.commit="+commit)
+		ldflags += " -X main.commit=" + commit
 	}
+	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=" + ldflags}
 	cmd := exec.CommandContext(ctx, "go", append(args, "-o", bin, mainPackage)...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
 	var stderr bytes.Buffer
