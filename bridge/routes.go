@@ -176,9 +176,13 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", loc)
 		w.WriteHeader(http.StatusFound)
 	case kind == routeReady:
-		// jupyter-server-proxy's readiness probe: any answer, at once, no credentials needed.
+		// jupyter-server-proxy's readiness probe: any answer, at once, no
+		// credentials needed. A person who opens the bridge's root is
+		// told where the status page is (relative, as it holds behind
+		// any proxy prefix); it says nothing the page itself does not.
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "megane-jupyter-bridge\n")
+		io.WriteString(w, "megane-jupyter-bridge\nThe status page and tool runner are at "+b.opts.BaseURL+"megane/builder-tools/"+
+			" (in standalone mode add ?token=… as serve printed it; under Jupyter, open it through Jupyter: {base_url}megane/builder-tools/).\n")
 	default:
 		b.routes.notFound(w, r)
 	}

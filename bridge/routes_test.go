@@ -56,8 +56,8 @@ func TestPathsAtEveryBaseURL(t *testing.T) {
 				})
 			}
 			// jupyter-server-proxy's readiness probe is GET / in both modes.
-			if got := get(t, root+"/", 200); !strings.Contains(got, "megane-jupyter-bridge") {
-				t.Errorf("readiness probe: %q", got)
+			if got := get(t, root+"/", 200); !strings.Contains(got, "megane-jupyter-bridge") || !strings.Contains(got, "The status page and tool runner are at "+base+"megane/builder-tools/") {
+				t.Errorf("readiness probe: %q; want the bridge's name and where the status page is", got)
 			}
 			get(t, root+base, 200)
 			get(t, root+base+"megane/", 200)
