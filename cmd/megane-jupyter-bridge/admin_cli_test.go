@@ -294,3 +294,17 @@ func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string) {
 	}
 	return certFile, keyFile
 }
+
+// TestDoctorSpawnSaysAMissingCommandOnce: doctor --spawn reports a server
+// whose command is not on PATH once, with the fix, instead of once for the
+// configuration and again for the start it then tried.
+func TestDoctorSpawnSaysAMissingCommandOnce(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "servers.json")
+	if err := os.WriteFile(file, []byte(`{"mcpServers": {"gone": {"command": "uvx-not-installed-here", "args": ["x"]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ := runCLI(t, "doctor", "--spawn", "--servers", file)
+	if n := strings.Count(out, "uvx-not-installed-here"); n != 1 {
+		t.Fatalf("doctor --spawn names the missing command %d times, want once:\n%s", n, out)
+	}
+}

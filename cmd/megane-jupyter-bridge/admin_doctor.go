@@ -101,6 +101,9 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *spawn {
 		for _, e := range cfg.Servers {
+			if e.Transport == bridge.TransportStdio && !filepath.IsAbs(e.Command) {
+				continue // its command was not found: said above, once
+			}
 			revision := spawnCheck(ctx, r, cfg, e, *timeout)
 			if revision == "" {
 				continue // said: the checks of check need a started server
