@@ -199,11 +199,7 @@ func (rt *tapRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 				}
 				e = &rpcError{Code: -32603, Message: msg}
 			}
-			body, _ := json.Marshal(struct {
-				JSONRPC string          `json:"jsonrpc"`
-				ID      json.RawMessage `json:"id"`
-				Error   rpcError        `json:"error"`
-			}{"2.0", reqID, *e})
+			body := errorResponse(reqID, *e)
 			resp = &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 				Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(body)),
 				ContentLength: int64(len(body)), Request: req}
@@ -460,12 +456,18 @@ func tooLargeResponse(id json.RawMessage, size, limit int64) []byte {
 	if size >= 0 {
 		msg = fmt.Sprintf("result of %d bytes exceeds the limit of %d bytes", size, limit)
 	}
+	return errorResponse(id, rpcError{Code: stdio.CodeTooLarge, Message: msg,
+		Data: json.RawMessage(fmt.Sprintf(`{"size":%d,"limit":%d}`, size, limit))})
+}
+
+// errorResponse is the JSON-RPC error response for id that the bridge puts
+// in place of an answer (go-sdk decodes it as the server's).
+func errorResponse(id json.RawMessage, e rpcError) []byte {
 	b, _ := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   rpcError        `json:"error"`
-	}{"2.0", id, rpcError{Code: stdio.CodeTooLarge, Message: msg,
-		Data: json.RawMessage(fmt.Sprintf(`{"size":%d,"limit":%d}`, size, limit))}})
+	}{"2.0", id, e})
 	return b
 }
 
@@ -476,13 +478,7 @@ func tooLargeResponse(id json.RawMessage, size, limit int64) []byte {
 const codeNoRoom = -32052
 
 func noRoomResponse(id json.RawMessage, e *errNoRoom) []byte {
-	b, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   rpcError        `json:"error"`
-	}{"2.0", id, rpcError{Code: codeNoRoom, Message: e.Error(),
-		Data: e.data()}})
-	return b
+	return errorResponse(id, rpcError{Code: codeNoRoom, Message: e.Error(), Data: e.data()})
 }
 
 // sseTap rewrites a text/event-stream body event by event: the data of each
@@ -545,11 +541,7 @@ func (s *sseTap) nextEvent() error {
 		if noRoom != nil {
 			b = noRoomResponse(id, noRoom)
 		} else {
-			b, _ = json.Marshal(struct {
-				JSONRPC string          `json:"jsonrpc"`
-				ID      json.RawMessage `json:"id"`
-				Error   rpcError        `json:"error"`
-			}{"2.0", id, rpcError{Code: stdio.CodeUnreadable, Message: err.Error()}})
+			b = errorResponse(id, rpcError{Code: stdio.CodeUnreadable, Message: err.Error()})
 		}
 		s.out.WriteString("data: ")
 		s.out.Write(b)

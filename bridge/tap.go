@@ -377,12 +377,7 @@ func (t *tap) unreadable(raw []byte, err error) []byte {
 	if s != nil {
 		s.set(nil, &e)
 	}
-	out, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   rpcError        `json:"error"`
-	}{"2.0", id, e})
-	return out
+	return errorResponse(id, e)
 }
 
 // initStub is the initialize response the SDK decodes: the server's own,
