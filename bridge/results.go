@@ -155,22 +155,23 @@ func (p *resultPool) reserve(least, most, held, size int64) (int64, error) {
 		// need be): a pool full of large results must not refuse every
 		// other call's small one.
 		p.used += most
-		p.peak = max(p.peak, p.used+p.garbage.now())
+		p.peak = max(p.peak, p.used+p.garbage.bytes) // as last counted: no need to ask the runtime here
 		return most, nil
 	}
-	free := p.limit - p.used - p.garbage.now()
-	if free < least && p.garbage.now() > 0 && p.used+least <= p.limit {
+	garbage := p.garbage.now()
+	free := p.limit - p.used - garbage
+	if free < least && garbage > 0 && p.used+least <= p.limit {
 		// Room once the garbage is collected: force a collection, then
 		// look again.
 		p.garbage.force(&p.mu)
-		free = p.limit - p.used
+		garbage, free = 0, p.limit-p.used
 	}
 	if free < least {
-		return 0, &errNoRoom{size: size, held: held, used: p.used + p.garbage.now(), limit: p.limit}
+		return 0, &errNoRoom{size: size, held: held, used: p.used + garbage, limit: p.limit}
 	}
 	n := min(most, free)
 	p.used += n
-	p.peak = max(p.peak, p.used+p.garbage.now())
+	p.peak = max(p.peak, p.used+garbage)
 	return n, nil
 }
 
