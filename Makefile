@@ -2,13 +2,16 @@
 # tool server; `make test` runs the tests; `make check` is what CI runs.
 
 GO        ?= go
-# The Go toolchain every target builds and tests with. Go 1.26.8's standard
+# The Go toolchain every target builds and tests with: go.mod's toolchain
+# line (go1.27.3), the one place it is written. Go 1.26.8's standard
 # library has 12 vulnerabilities that reach the bridge's code (crypto/x509,
 # net/http's HTTP/2, net/textproto, crypto/tls, html/template; `make vuln`);
 # 1.27.3 has none. The go command fetches it from the module proxy on first
-# use (76 MB, once per machine). go.mod stays at go 1.26.8, so a plain
-# `go test` on Go 1.26 still works; what is built and shipped uses this.
-GOTOOLCHAIN ?= go1.27.3
+# use (76 MB, once per machine), here and for `go install` and the sdist's
+# backend (which refuses an older Go). go.mod's go line stays at 1.26.8, so
+# `GOTOOLCHAIN=local go test` on Go 1.26 still works; what is built and
+# shipped uses the pin (make release-rehearsal checks every artifact).
+GOTOOLCHAIN ?= $(shell sed -n 's/^toolchain \(go[0-9.]*\)$$/\1/p' go.mod)
 export GOTOOLCHAIN
 BIN       := bin/megane-jupyter-bridge
 PORT      ?= 8765
@@ -88,16 +91,13 @@ go-test-args:
 # make lint vets each, which compiles every package and test for it.
 CROSS_PLATFORMS ?= linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 
-# actionlint checks both GitHub workflows (with shellcheck for their run:
-# scripts, when it is installed: .ci/run installs it).
-ACTIONLINT ?= $(GO) run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
-
+# actionlint (ACTIONLINT above) checks both GitHub workflows, with
+# shellcheck for their run: scripts when it is installed (.ci/run installs it).
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	@set -e; for p in $(CROSS_PLATFORMS); do echo "GOOS=$${p%/*} GOARCH=$${p#*/} go vet ./..."; GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet ./...; done
 	$(STATICCHECK) ./...
-	$(ACTIONLINT)
 	$(ACTIONLINT)
 	sh .ci/package-docs.sh
 

@@ -2,6 +2,8 @@ module github.com/megane-labs/megane-jupyter-bridge
 
 go 1.26.8
 
+toolchain go1.27.3
+
 require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/golang-jwt/jwt/v5 v5.3.1

@@ -209,7 +209,7 @@ func TestFillRecipe(t *testing.T) {
 
 // TestBackendWithoutGo: the sdist's PEP 517 backend, run where Go is not
 // on PATH, fails with the one line saying what is needed (go.mod's
-// version), not a traceback.
+// toolchain line), not a traceback.
 func TestBackendWithoutGo(t *testing.T) {
 	// The interpreter itself, not a launcher (pyenv's is a shell script
 	// that needs PATH).
@@ -222,9 +222,9 @@ func TestBackendWithoutGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	goLine := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(gomod)
+	goLine := regexp.MustCompile(`(?m)^toolchain go(\S+)$`).FindSubmatch(gomod)
 	if goLine == nil {
-		t.Fatal("go.mod has no go line")
+		t.Fatal("go.mod has no toolchain line")
 	}
 	backend, _ := filepath.Abs(filepath.Join("..", "..", "..", filepath.FromSlash(wheel.BackendPath)))
 	src := t.TempDir()
@@ -239,6 +239,50 @@ func TestBackendWithoutGo(t *testing.T) {
 	want := "building megane-jupyter-bridge from source needs Go >= " + string(goLine[1]) + " on PATH"
 	if got := strings.TrimRight(stderr.String(), "\r\n"); err == nil || got != want { // one line (\r\n on Windows)
 		t.Fatalf("without Go: %v, stderr %q, want exit status 1 and %q", err, stderr.String(), want)
+	}
+}
+
+// TestBackendRefusesOlderGo: the sdist's backend builds with go.mod's
+// toolchain line or later. A Go older than the pin (here the Go running
+// the test, with GOTOOLCHAIN=local so that it cannot switch, against a
+// pin above it) is refused in one line that names both and the fix; the
+// pin itself passes that check.
+func TestBackendRefusesOlderGo(t *testing.T) {
+	exe, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Skipf("no python3: %v", err)
+	}
+	python := strings.TrimSpace(string(exe))
+	local, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := strings.TrimSpace(string(local))
+	backend, _ := filepath.Abs(filepath.Join("..", "..", "..", filepath.FromSlash(wheel.BackendPath)))
+	for _, tc := range []struct{ pin, want string }{
+		{"go1.999.0", "megane-jupyter-bridge is built with go1.999.0 or later (go.mod's toolchain line), not " + have + ", whose standard library has known vulnerabilities that reach the bridge: install Go 1.999.0, or let go fetch it (GOTOOLCHAIN=auto, the default, instead of GOTOOLCHAIN=local)"},
+		{have, ""},
+	} {
+		t.Run(tc.pin, func(t *testing.T) {
+			src := t.TempDir()
+			os.WriteFile(filepath.Join(src, "go.mod"), []byte("module example.com/m\n\ngo 1.21\n\ntoolchain "+tc.pin+"\n"), 0o644)
+			cmd := exec.Command(python, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import "+wheel.BackendModule+" as b; b._go()", backend)
+			cmd.Dir = src
+			cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			got := strings.TrimRight(stderr.String(), "\r\n")
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Go %s against the pin %s: %v, stderr %q, want it accepted", have, tc.pin, err, got)
+				}
+				return
+			}
+			if err == nil || got != tc.want {
+				t.Fatalf("Go %s against the pin %s: %v, stderr %q, want exit status 1 and %q", have, tc.pin, err, got, tc.want)
+			}
+		})
 	}
 }
 
@@ -290,5 +334,36 @@ func TestPublishTwinePinned(t *testing.T) {
 	}
 	if !strings.Contains(string(check), `"twine==`) || !strings.Contains(string(check), "release.yml") {
 		t.Errorf(".ci/twine-check.sh does not read the workflow's twine pin")
+	}
+}
+
+// TestWorkflowsUseThePinnedGo: the GitHub workflows set up the Go of
+// go.mod's toolchain line (setup-go reads only the go line from go.mod, so
+// the version is written there too), and nothing else: a release built
+// with another Go would not be the one make release-rehearsal checked.
+func TestWorkflowsUseThePinnedGo(t *testing.T) {
+	gomod, err := os.ReadFile(filepath.Join("..", "..", "..", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin := regexp.MustCompile(`(?m)^toolchain go(\S+)$`).FindSubmatch(gomod)
+	if pin == nil {
+		t.Fatal("go.mod has no toolchain line: the release's Go is pinned there")
+	}
+	for _, name := range []string{"ci.yml", "release.yml"} {
+		wf, err := os.ReadFile(filepath.Join("..", "..", "..", ".github", "workflows", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		uses := strings.Count(string(wf), "actions/setup-go@")
+		versions := regexp.MustCompile(`(?m)^\s*go-version: "([^"]+)"`).FindAllSubmatch(wf, -1)
+		if len(versions) != uses || uses == 0 {
+			t.Errorf("%s: %d setup-go steps, %d go-version lines: want one each", name, uses, len(versions))
+		}
+		for _, v := range versions {
+			if string(v[1]) != string(pin[1]) {
+				t.Errorf("%s sets up Go %s, go.mod's toolchain line says %s", name, v[1], pin[1])
+			}
+		}
 	}
 }

@@ -4,8 +4,12 @@ pyproject.toml names this file (backend-path), so pip needs nothing but the
 sdist: building a wheel runs ``go run ./cmd/internal/mkwheel`` for the
 platform Go builds for (``go env GOOS GOARCH``), which builds the statically
 linked binary and writes the same wheel ``make wheels`` writes. Go must be
-on PATH. Standard library only; it never downloads anything itself (Go
-fetches modules missing from its cache).
+on PATH, and the Go that builds must be at least go.mod's toolchain line
+(the pinned Go: older ones have known vulnerabilities in their standard
+library that reach the bridge); with GOTOOLCHAIN=auto, Go's default, an
+older go fetches the pinned one itself. Standard library only; it never
+downloads anything itself (Go fetches modules missing from its cache, and
+the pinned toolchain).
 """
 
 import os
@@ -28,12 +32,60 @@ def _needed_go():
     return "the version in go.mod"
 
 
+def _pinned_go():
+    """The Go go.mod's toolchain line pins (such as go1.27.3), or None."""
+    try:
+        with open("go.mod", encoding="utf-8") as f:
+            for line in f:
+                m = re.match(r"toolchain\s+(go\S+)\s*$", line)
+                if m:
+                    return m.group(1)
+    except OSError:
+        pass
+    return None
+
+
+def _go_release(v):
+    """go1.27.3 -> (1, 27, 3); go1.28rc1 -> (1, 28, -1): a pre-release
+    comes before its release."""
+    m = re.match(r"go(\d+)\.(\d+)(?:\.(\d+)|(rc|beta)\d+)?", v)
+    if not m:
+        return None
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3)) if m.group(3) else (-1 if m.group(4) else 0))
+
+
+def _check_go(go):
+    """Refuses, in one line, a Go older than go.mod's toolchain line. Run in
+    the source directory, go switches to the pinned toolchain itself when
+    GOTOOLCHAIN allows it (auto), fetching it once."""
+    want = _pinned_go()
+    if want is None:
+        return
+    proc = subprocess.run([go, "env", "GOVERSION"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    have = proc.stdout.strip()
+    if proc.returncode != 0 or not have:
+        raise SystemExit(
+            "megane-jupyter-bridge is built with %s (go.mod's toolchain line), which go could not fetch (%s): "
+            "install Go %s or later, or build once where go can reach its module proxy"
+            % (want, (proc.stderr.strip().splitlines() or ["no output"])[-1], want[2:])
+        )
+    hv, wv = _go_release(have), _go_release(want)
+    if hv is not None and wv is not None and hv < wv:
+        raise SystemExit(
+            "megane-jupyter-bridge is built with %s or later (go.mod's toolchain line), not %s, whose standard library "
+            "has known vulnerabilities that reach the bridge: install Go %s, or let go fetch it (GOTOOLCHAIN=auto, "
+            "the default, instead of GOTOOLCHAIN=%s)" % (want, have, want[2:], os.environ.get("GOTOOLCHAIN", "local"))
+        )
+
+
 def _go():
     go = shutil.which("go")
     if go is None:
+        pinned = _pinned_go()
         raise SystemExit(
-            "building megane-jupyter-bridge from source needs Go >= %s on PATH" % _needed_go()
+            "building megane-jupyter-bridge from source needs Go >= %s on PATH" % (pinned[2:] if pinned else _needed_go())
         )
+    _check_go(go)
     return go
 
 
