@@ -58,6 +58,11 @@ type SdistOptions struct {
 	// go.mod, LICENSE and the backend; PKG-INFO, pyproject.toml and
 	// CommitFile are written here and may not be among them.
 	Files []SourceFile
+	// Notices are the licence files of what the binaries built from the
+	// sdist link, for every platform (Options.Notices), put in the sdist
+	// at their Name (NoticeDir/...) and named by License-File lines.
+	// Required, as for the wheels.
+	Notices []Notice
 	// Commit is written to CommitFile; "" writes no CommitFile.
 	Commit string
 	// Time is every entry's modification time (whole seconds); the zero
@@ -119,8 +124,29 @@ func WriteSdist(opts SdistOptions) (string, error) {
 			return "", fmt.Errorf("sdist: no %s among the files", need)
 		}
 	}
-	files["PKG-INFO"] = SourceFile{"PKG-INFO", metadata(opts.Version), 0o644}
-	files["pyproject.toml"] = SourceFile{"pyproject.toml", Pyproject(opts.Version), 0o644}
+	notices, err := sortedNotices(opts.Notices)
+	if err != nil {
+		return "", err
+	}
+	if !slices.ContainsFunc(notices, func(n Notice) bool { return n.Module == StdModule }) {
+		return "", errors.New("sdist: no notice for Go's standard library, which every binary links (SdistOptions.Notices)")
+	}
+	for _, n := range notices {
+		if _, dup := files[n.Name()]; dup {
+			return "", fmt.Errorf("sdist: %s is both a module file and a notice", n.Name())
+		}
+		files[n.Name()] = SourceFile{n.Name(), n.Data, 0o644}
+	}
+	var readme []byte
+	if f, ok := files["README.md"]; ok {
+		readme = f.Data
+	}
+	desc, err := describe(opts.Version, notices, readme)
+	if err != nil {
+		return "", err
+	}
+	files["PKG-INFO"] = SourceFile{"PKG-INFO", desc.metadata(), 0o644}
+	files["pyproject.toml"] = SourceFile{"pyproject.toml", desc.pyproject(), 0o644}
 	if opts.Commit != "" {
 		files[CommitFile] = SourceFile{CommitFile, []byte(opts.Commit + "\n"), 0o644}
 	}
@@ -172,18 +198,32 @@ func WriteSdist(opts SdistOptions) (string, error) {
 	return p, nil
 }
 
-// Pyproject is the sdist's pyproject.toml: the in-tree backend, and the
+// pyproject is the sdist's pyproject.toml: the in-tree backend, and the
 // same metadata as PKG-INFO and the wheels' METADATA.
-func Pyproject(v string) []byte {
+func (d description) pyproject() []byte {
 	var b strings.Builder
 	b.WriteString("# megane-jupyter-bridge's source distribution: building a wheel runs\n" +
 		"# `go run ./cmd/internal/mkwheel` for this machine (the backend below, stdlib\n" +
-		"# only), so Go must be on PATH; nothing is downloaded but Go modules.\n")
+		"# only), so Go (go.mod's toolchain line or later) must be on PATH; nothing\n" +
+		"# is downloaded but Go modules and, with GOTOOLCHAIN=auto, that Go.\n")
 	fmt.Fprintf(&b, "[build-system]\nrequires = []\nbuild-backend = %q\nbackend-path = [%q]\n\n", BackendModule, BackendPath)
-	fmt.Fprintf(&b, "[project]\nname = %q\nversion = %q\ndescription = %q\nlicense = %q\nlicense-files = [\"LICENSE\"]\n", Name, v, Summary, License)
-	fmt.Fprintf(&b, "requires-python = %q\ndependencies = [%q]\n", RequiresPython, RequiresDist)
-	b.WriteString("classifiers = [\"Framework :: Jupyter\", \"Programming Language :: Go\"]\n\n")
-	fmt.Fprintf(&b, "[project.scripts]\n%s = \"%s:main\"\n\n", Name, Package)
+	fmt.Fprintf(&b, "[project]\nname = %q\nversion = %q\ndescription = %q\n", Name, d.version, Summary)
+	if d.readme != nil {
+		b.WriteString("readme = \"README.md\"\n")
+	}
+	fmt.Fprintf(&b, "license = %q\nlicense-files = [\n", d.licence)
+	for _, f := range d.files {
+		fmt.Fprintf(&b, "  %q,\n", f)
+	}
+	fmt.Fprintf(&b, "]\nrequires-python = %q\ndependencies = [%q]\nclassifiers = [\n", RequiresPython, RequiresDist)
+	for _, c := range classifiers() {
+		fmt.Fprintf(&b, "  %q,\n", c)
+	}
+	b.WriteString("]\n\n[project.urls]\n")
+	for _, u := range projectURLs() {
+		fmt.Fprintf(&b, "%s = %q\n", u[0], u[1])
+	}
+	fmt.Fprintf(&b, "\n[project.scripts]\n%s = \"%s:main\"\n\n", Name, Package)
 	fmt.Fprintf(&b, "[project.entry-points.%s]\n%s = \"%s:setup_megane\"\n", EntryPointGroup, jupyter.ProxyServerName, Package)
 	return []byte(b.String())
 }
@@ -192,6 +232,7 @@ func Pyproject(v string) []byte {
 type SdistInfo struct {
 	Name, Version string
 	Metadata      map[string]string      // PKG-INFO's headers (the last of repeated ones)
+	LicenseFiles  []string               // PKG-INFO's License-File lines
 	Files         map[string]fs.FileMode // paths inside the top-level directory
 	Commit        string                 // CommitFile's line, "" without one
 	Pyproject     PyprojectTOML
@@ -208,6 +249,7 @@ type PyprojectTOML struct {
 		Name         string   `toml:"name"`
 		Version      string   `toml:"version"`
 		License      string   `toml:"license"`
+		LicenseFiles []string `toml:"license-files"`
 		Dependencies []string `toml:"dependencies"`
 	} `toml:"project"`
 }
@@ -279,13 +321,21 @@ func VerifySdist(p string) (*SdistInfo, error) {
 	for _, line := range strings.Split(head, "\n") {
 		if k, val, ok := strings.Cut(line, ": "); ok {
 			info.Metadata[k] = val
+			if k == "License-File" {
+				info.LicenseFiles = append(info.LicenseFiles, val)
+			}
 		}
 	}
 	if info.Metadata["Name"] != Name || info.Metadata["Version"] != v {
 		return nil, fmt.Errorf("%s: PKG-INFO names %s %s, the file name %s %s", p, info.Metadata["Name"], info.Metadata["Version"], Name, v)
 	}
-	if lf := info.Metadata["License-File"]; lf == "" || contents[lf] == nil {
-		return nil, fmt.Errorf("%s: PKG-INFO's License-File %q is not in the sdist", p, lf)
+	if len(info.LicenseFiles) == 0 {
+		return nil, fmt.Errorf("%s: PKG-INFO names no License-File", p)
+	}
+	for _, lf := range info.LicenseFiles {
+		if contents[lf] == nil {
+			return nil, fmt.Errorf("%s: PKG-INFO's License-File %q is not in the sdist", p, lf)
+		}
 	}
 	pp, ok := contents["pyproject.toml"]
 	if !ok {
@@ -303,6 +353,9 @@ func VerifySdist(p string) (*SdistInfo, error) {
 	}
 	if info.Pyproject.Project.Name != Name || info.Pyproject.Project.Version != v {
 		return nil, fmt.Errorf("%s: pyproject.toml names %s %s, the file name %s %s", p, info.Pyproject.Project.Name, info.Pyproject.Project.Version, Name, v)
+	}
+	if pr := info.Pyproject.Project; pr.License != info.Metadata["License-Expression"] || !slices.Equal(pr.LicenseFiles, info.LicenseFiles) {
+		return nil, fmt.Errorf("%s: pyproject.toml's license %q and license-files %v differ from PKG-INFO's %q and %v", p, pr.License, pr.LicenseFiles, info.Metadata["License-Expression"], info.LicenseFiles)
 	}
 	if contents["go.mod"] == nil {
 		return nil, errors.New(p + ": no go.mod: the sdist cannot build the binary")

@@ -21,12 +21,20 @@ func sdistFiles() []SourceFile {
 	}
 }
 
+func sdistNotices() []Notice {
+	return []Notice{
+		{Module: StdModule, File: "LICENSE", Data: []byte("Copyright 2009 The Go Authors.\n")},
+		{Module: "github.com/prometheus/common", File: "NOTICE", Data: []byte("Common libraries shared by Prometheus Go components.\n")},
+		{Module: "github.com/prometheus/common", File: "LICENSE", Data: []byte("Apache License\n")},
+	}
+}
+
 // TestWriteSdist: the same options give the same bytes, whatever order the
 // files come in; the sdist reads back with its metadata, commit and
 // files; SOURCE_DATE_EPOCH sets the entries' time.
 func TestWriteSdist(t *testing.T) {
 	files := sdistFiles()
-	a, err := WriteSdist(SdistOptions{Version: "1.2.3", Files: files, Commit: "abc123", Dir: filepath.Join(t.TempDir(), "a")})
+	a, err := WriteSdist(SdistOptions{Version: "1.2.3", Files: files, Notices: sdistNotices(), Commit: "abc123", Dir: filepath.Join(t.TempDir(), "a")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +42,7 @@ func TestWriteSdist(t *testing.T) {
 		t.Fatalf("sdist named %s", filepath.Base(a))
 	}
 	reversed := []SourceFile{files[3], files[2], files[1], files[0]}
-	b, err := WriteSdist(SdistOptions{Version: "1.2.3", Files: reversed, Commit: "abc123", Dir: filepath.Join(t.TempDir(), "b")})
+	b, err := WriteSdist(SdistOptions{Version: "1.2.3", Files: reversed, Notices: sdistNotices(), Commit: "abc123", Dir: filepath.Join(t.TempDir(), "b")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,10 +59,11 @@ func TestWriteSdist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Version != "1.2.3" || info.Commit != "abc123" || info.Metadata["License-Expression"] != License || info.Metadata["Metadata-Version"] != "2.4" {
+	if info.Version != "1.2.3" || info.Commit != "abc123" || info.Metadata["License-Expression"] != "MIT AND Apache-2.0 AND BSD-3-Clause" || info.Metadata["Metadata-Version"] != "2.4" {
 		t.Fatalf("read back %+v", info)
 	}
-	want := []string{CommitFile, "LICENSE", "PKG-INFO", "cmd/x/main.go", "go.mod", BackendPath + "/" + BackendModule + ".py", "pyproject.toml"}
+	want := []string{CommitFile, "LICENSE", "PKG-INFO", "cmd/x/main.go", "go.mod", BackendPath + "/" + BackendModule + ".py", "pyproject.toml",
+		"third_party/github.com/prometheus/common/LICENSE", "third_party/github.com/prometheus/common/NOTICE", "third_party/std/LICENSE"}
 	for _, f := range want {
 		if _, ok := info.Files[f]; !ok {
 			t.Errorf("%s is not in the sdist (it holds %v)", f, info.Files)
@@ -64,11 +73,13 @@ func TestWriteSdist(t *testing.T) {
 		t.Errorf("the sdist holds %v, want %v", info.Files, want)
 	}
 	pp := info.Pyproject
-	if pp.BuildSystem.BuildBackend != BackendModule || pp.BuildSystem.BackendPath[0] != BackendPath || pp.Project.License != License || pp.Project.Dependencies[0] != RequiresDist {
+	if pp.BuildSystem.BuildBackend != BackendModule || pp.BuildSystem.BackendPath[0] != BackendPath || pp.Project.License != info.Metadata["License-Expression"] || len(pp.Project.LicenseFiles) != 4 || pp.Project.Dependencies[0] != RequiresDist {
 		t.Errorf("pyproject.toml read back as %+v", pp)
 	}
 	// PKG-INFO is the wheels' METADATA.
-	if pkgInfo := sdistEntry(t, da, "PKG-INFO"); !bytes.Equal(pkgInfo, metadata("1.2.3")) {
+	sorted, _ := sortedNotices(sdistNotices())
+	desc, _ := describe("1.2.3", sorted, nil)
+	if pkgInfo := sdistEntry(t, da, "PKG-INFO"); !bytes.Equal(pkgInfo, desc.metadata()) {
 		t.Errorf("PKG-INFO differs from the wheels' METADATA:\n%s", pkgInfo)
 	}
 
@@ -76,7 +87,7 @@ func TestWriteSdist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := WriteSdist(SdistOptions{Version: "1.2.3", Files: files, Time: when, Dir: t.TempDir()})
+	c, err := WriteSdist(SdistOptions{Version: "1.2.3", Files: files, Notices: sdistNotices(), Time: when, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +138,12 @@ func TestWriteSdistRefuses(t *testing.T) {
 		{"no LICENSE", "1.0", func(f []SourceFile) []SourceFile { return append(f[:1], f[2:]...) }, "no LICENSE"},
 		{"no backend", "1.0", func(f []SourceFile) []SourceFile { return f[:3] }, "no " + BackendPath},
 		{"version", "1.0-beta", func(f []SourceFile) []SourceFile { return f }, "not a canonical PEP 440 version"},
+		{"notice over a module file", "1.0", func(f []SourceFile) []SourceFile {
+			return append(f, SourceFile{Name: "third_party/std/LICENSE", Data: []byte("x")})
+		}, "both a module file and a notice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := WriteSdist(SdistOptions{Version: tc.version, Files: tc.edit(sdistFiles()), Dir: t.TempDir()})
+			_, err := WriteSdist(SdistOptions{Version: tc.version, Files: tc.edit(sdistFiles()), Notices: sdistNotices(), Dir: t.TempDir()})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error saying %q", err, tc.want)
 			}

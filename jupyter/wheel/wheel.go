@@ -19,6 +19,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"debug/elf"
 	"debug/macho"
 	"debug/pe"
@@ -34,6 +35,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,13 +53,46 @@ const (
 	// jupyter.ProxyServerName.
 	EntryPointGroup = "jupyter_serverproxy_servers"
 	// RequiresDist is the one runtime requirement: what starts the bridge.
-	RequiresDist   = "jupyter-server-proxy>=4"
-	RequiresPython = ">=3.8"
-	// License is the bridge's licence as an SPDX expression (the
-	// repository's LICENSE; METADATA's License-Expression, PEP 639).
+	RequiresDist = "jupyter-server-proxy>=4"
+	// RequiresPython is the oldest Python CI tests the wheel with (the
+	// GitHub workflow's lowest; TestRequiresPythonTested).
+	RequiresPython = ">=3.9"
+	// License is the bridge's own licence as an SPDX expression (the
+	// repository's LICENSE). METADATA's License-Expression (PEP 639) is
+	// this AND the licences of what the binary links (LicenseExpression).
 	License = "MIT"
 	Summary = "Relays MCP tool servers to JupyterLab's Megane Builder over one WebSocket, started by jupyter-server-proxy"
+	// Repository is the project's home; README links become links into it
+	// at the release's tag in the long description.
+	Repository = "https://github.com/megane-labs/megane-jupyter-bridge"
 )
+
+// classifiers are METADATA's Trove classifiers (no licence classifiers:
+// PEP 639 replaces them with License-Expression, and PyPI refuses both).
+func classifiers() []string {
+	return []string{
+		"Development Status :: 3 - Alpha",
+		"Framework :: Jupyter",
+		"Framework :: Jupyter :: JupyterLab",
+		"Intended Audience :: Science/Research",
+		"Operating System :: MacOS",
+		"Operating System :: Microsoft :: Windows",
+		"Operating System :: POSIX :: Linux",
+		"Programming Language :: Go",
+		"Programming Language :: Python :: 3",
+		"Topic :: Scientific/Engineering :: Chemistry",
+	}
+}
+
+// projectURLs are METADATA's Project-URL lines (label, URL).
+func projectURLs() [][2]string {
+	return [][2]string{
+		{"Homepage", Repository},
+		{"Source", Repository},
+		{"Issues", Repository + "/issues"},
+		{"Changelog", Repository + "/releases"},
+	}
+}
 
 // Platforms are the GOOS/GOARCH pairs a wheel can be written for.
 var Platforms = []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64", "windows/amd64"}
@@ -91,6 +126,15 @@ type Options struct {
 	// (*.dist-info/licenses/LICENSE, named by METADATA's License-File).
 	// Required: a wheel without its licence may not be published.
 	LicenseText []byte
+	// Notices are the licence files of what Binary links (Go's standard
+	// library and every module), put beside LICENSE and named by
+	// License-File lines; their licences join License-Expression.
+	// Required: at least Go's own (StdModule).
+	Notices []Notice
+	// Readme is the long description (Markdown: the repository's
+	// README.md, its relative links made absolute at the release's tag).
+	// Nil writes a short plain-text one.
+	Readme []byte
 	// Logger receives one info record per wheel written. Nil discards.
 	Logger *slog.Logger
 }
@@ -105,6 +149,17 @@ func Write(opts Options) (string, error) {
 	}
 	if len(opts.LicenseText) == 0 {
 		return "", errors.New("no licence text: pass the repository's LICENSE (Options.LicenseText)")
+	}
+	notices, err := sortedNotices(opts.Notices)
+	if err != nil {
+		return "", err
+	}
+	if !slices.ContainsFunc(notices, func(n Notice) bool { return n.Module == StdModule }) {
+		return "", errors.New("no notice for Go's standard library, which every binary links: pass GOROOT's LICENSE (Options.Notices)")
+	}
+	desc, err := describe(opts.Version, notices, opts.Readme)
+	if err != nil {
+		return "", err
 	}
 	bin, err := os.ReadFile(opts.Binary)
 	if err != nil {
@@ -141,11 +196,14 @@ func Write(opts Options) (string, error) {
 	files = append(files,
 		file{Package + "/registration.json", append(regJSON, '\n'), 0o644},
 		file{Package + "/bin/" + binName, bin, 0o755},
-		file{distInfo + "/METADATA", metadata(opts.Version), 0o644},
+		file{distInfo + "/METADATA", desc.metadata(), 0o644},
 		file{distInfo + "/WHEEL", wheelFile(opts.Version, tags), 0o644},
 		file{distInfo + "/entry_points.txt", entryPoints(), 0o644},
 		file{distInfo + "/licenses/LICENSE", opts.LicenseText, 0o644},
 	)
+	for _, n := range notices {
+		files = append(files, file{distInfo + "/licenses/" + n.Name(), n.Data, 0o644})
+	}
 
 	name := fmt.Sprintf("%s-%s-py3-none-%s.whl", Package, opts.Version, strings.Join(tags, "."))
 	dir := opts.Dir
@@ -213,11 +271,72 @@ func digest(data []byte) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
-func metadata(v string) []byte {
+// description is what METADATA and the sdist's PKG-INFO and
+// pyproject.toml say besides the fixed constants.
+type description struct {
+	version string
+	licence string   // License-Expression
+	files   []string // License-File lines: LICENSE, then the notices'
+	readme  []byte   // the long description (Markdown), nil for the short one
+}
+
+func describe(version string, notices []Notice, readme []byte) (description, error) {
+	licence, err := LicenseExpression(notices)
+	if err != nil {
+		return description{}, err
+	}
+	d := description{version: version, licence: licence, files: []string{"LICENSE"}}
+	for _, n := range notices {
+		d.files = append(d.files, n.Name())
+	}
+	if readme != nil {
+		d.readme = absoluteLinks(readme, "v"+version)
+	}
+	return d, nil
+}
+
+// markdownLink is a Markdown link or image: [text](target) or
+// [text](target "title"), with a leading ! for an image.
+var markdownLink = regexp.MustCompile(`(!?\[[^\]]*\])\(([^)\s]+)((?:\s+"[^"]*")?)\)`)
+
+// absoluteLinks makes the relative link targets of a Markdown document
+// absolute: links into the repository's tree at tag, images to their raw
+// files there (PyPI shows the long description away from the
+// repository). Absolute URLs and in-page anchors are kept.
+func absoluteLinks(md []byte, tag string) []byte {
+	return markdownLink.ReplaceAllFunc(md, func(m []byte) []byte {
+		sub := markdownLink.FindSubmatch(m)
+		text, target := string(sub[1]), string(sub[2])
+		if strings.HasPrefix(target, "#") || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+			return m
+		}
+		base := Repository + "/blob/" + tag + "/"
+		if strings.HasPrefix(text, "!") {
+			base = strings.Replace(Repository, "https://github.com/", "https://raw.githubusercontent.com/", 1) + "/" + tag + "/"
+		}
+		return []byte(text + "(" + base + strings.TrimPrefix(target, "./") + string(sub[3]) + ")")
+	})
+}
+
+func (d description) metadata() []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Metadata-Version: 2.4\nName: %s\nVersion: %s\nSummary: %s\nLicense-Expression: %s\nLicense-File: LICENSE\n", Name, v, Summary, License)
-	b.WriteString("Classifier: Framework :: Jupyter\nClassifier: Programming Language :: Go\n")
-	fmt.Fprintf(&b, "Requires-Python: %s\nRequires-Dist: %s\nDescription-Content-Type: text/plain\n\n", RequiresPython, RequiresDist)
+	fmt.Fprintf(&b, "Metadata-Version: 2.4\nName: %s\nVersion: %s\nSummary: %s\nLicense-Expression: %s\n", Name, d.version, Summary, d.licence)
+	for _, f := range d.files {
+		fmt.Fprintf(&b, "License-File: %s\n", f)
+	}
+	for _, u := range projectURLs() {
+		fmt.Fprintf(&b, "Project-URL: %s, %s\n", u[0], u[1])
+	}
+	for _, c := range classifiers() {
+		fmt.Fprintf(&b, "Classifier: %s\n", c)
+	}
+	fmt.Fprintf(&b, "Requires-Python: %s\nRequires-Dist: %s\n", RequiresPython, RequiresDist)
+	if d.readme != nil {
+		b.WriteString("Description-Content-Type: text/markdown\n\n")
+		b.Write(d.readme)
+		return []byte(b.String())
+	}
+	b.WriteString("Description-Content-Type: text/plain\n\n")
 	fmt.Fprintf(&b, "The megane-jupyter-bridge binary, registered with jupyter-server-proxy through its\n"+
 		"%s entry point %q: installing this wheel into the environment that runs\n"+
 		"Jupyter (with jupyter-server-proxy) is the whole installation. The console script\n"+
@@ -347,12 +466,21 @@ type Info struct {
 	RequiresDist  []string
 	Files         map[string]fs.FileMode // every file but RECORD, with its unix mode
 	EntryPoints   string                 // entry_points.txt
+	LicenseFiles  []string               // METADATA's License-File lines
+	// GoVersion is the Go that built the binary (its build information,
+	// as go version -m reads it), Linked the modules it links.
+	GoVersion string
+	Linked    []string
 }
 
 // Verify reads the wheel at path and checks it as an installer would: the
 // file name's parts match the metadata, every file is listed in RECORD
 // with its sha256 and size, RECORD lists nothing that is missing, and
-// RECORD's own line has no hash.
+// RECORD's own line has no hash. It checks the licences as a distributor
+// would: every License-File is in *.dist-info/licenses/, and Go's and
+// every module the binary links (read from the binary's build
+// information) have their licence files there and their licence in
+// License-Expression.
 func Verify(path string) (*Info, error) {
 	zr, err := zip.OpenReader(path)
 	if err != nil {
@@ -428,15 +556,71 @@ func Verify(path string) (*Info, error) {
 			continue
 		}
 		info.Metadata[k] = v
-		if k == "Requires-Dist" {
+		switch k {
+		case "Requires-Dist":
 			info.RequiresDist = append(info.RequiresDist, v)
+		case "License-File":
+			info.LicenseFiles = append(info.LicenseFiles, v)
 		}
 	}
 	if info.Metadata["Version"] != info.Version || strings.ReplaceAll(info.Metadata["Name"], "-", "_") != info.Name {
 		return nil, fmt.Errorf("%s: METADATA names %s %s, the file name %s %s", path, info.Metadata["Name"], info.Metadata["Version"], info.Name, info.Version)
 	}
+	for _, lf := range info.LicenseFiles {
+		if contents[distInfo+"licenses/"+lf] == nil {
+			return nil, fmt.Errorf("%s: METADATA's License-File %s is not in %slicenses/", path, lf, distInfo)
+		}
+	}
 	info.EntryPoints = string(contents[distInfo+"entry_points.txt"])
+	var bin []byte
+	for name, data := range contents {
+		if strings.HasPrefix(name, Package+"/bin/") {
+			bin = data
+		}
+	}
+	if bin == nil {
+		return nil, fmt.Errorf("%s: no binary in %s/bin/", path, Package)
+	}
+	bi, err := buildinfo.Read(bytes.NewReader(bin))
+	if err != nil {
+		return nil, fmt.Errorf("%s: the binary's build information: %w", path, err)
+	}
+	info.GoVersion = bi.GoVersion
+	info.Linked = append(info.Linked, StdModule)
+	for _, d := range bi.Deps {
+		if d.Replace != nil {
+			d = d.Replace
+		}
+		info.Linked = append(info.Linked, d.Path)
+	}
+	if err := checkNotices(info.Linked, info.LicenseFiles, info.Metadata["License-Expression"]); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return info, nil
+}
+
+// checkNotices checks that each linked module (StdModule for Go) has a
+// licence file among files and its recorded licence in expr.
+func checkNotices(linked, files []string, expr string) error {
+	ids := map[string]bool{}
+	for _, id := range strings.Split(expr, " AND ") {
+		ids[id] = true
+	}
+	for _, m := range linked {
+		if !slices.ContainsFunc(files, func(f string) bool { return strings.HasPrefix(f, NoticeDir+"/"+m+"/") }) {
+			return fmt.Errorf("the binary links %s, but no licence file of it is in the distribution (%s/%s/)", m, NoticeDir, m)
+		}
+		lic := ModuleLicence(m)
+		if lic == "" {
+			return fmt.Errorf("the binary links %s, whose licence is not recorded (ModuleLicence)", m)
+		}
+		for _, id := range strings.Split(lic, " AND ") {
+			if !ids[id] {
+				return fmt.Errorf("the binary links %s (%s), but License-Expression %q does not name %s", m, lic, expr, id)
+			}
+		}
+	}
+	return nil
 }
 
 // RecordRow is one line of a wheel's RECORD; Size is -1 when empty.

@@ -98,13 +98,21 @@ func TestWriteVerify(t *testing.T) {
 	bin := buildTiny(t, "linux/amd64")
 	dir := t.TempDir()
 	licence := []byte("MIT License\n\nCopyright (c) 2026 The megane-jupyter-bridge authors\n")
-	if _, err := Write(Options{Version: "0.1.0-dev", Platform: "linux/amd64", Binary: bin, Dir: dir, LicenseText: licence}); err == nil || !strings.Contains(err.Error(), "PEP 440") {
+	std := []Notice{{Module: StdModule, File: "LICENSE", Data: []byte("Copyright 2009 The Go Authors.\n")}}
+	if _, err := Write(Options{Version: "0.1.0-dev", Platform: "linux/amd64", Binary: bin, Dir: dir, LicenseText: licence, Notices: std}); err == nil || !strings.Contains(err.Error(), "PEP 440") {
 		t.Errorf("version 0.1.0-dev: %v, want a PEP 440 refusal", err)
 	}
-	if _, err := Write(Options{Version: "1.2.3", Platform: "linux/amd64", Binary: bin, Dir: dir}); err == nil || !strings.Contains(err.Error(), "licence") {
+	if _, err := Write(Options{Version: "1.2.3", Platform: "linux/amd64", Binary: bin, Dir: dir, Notices: std}); err == nil || !strings.Contains(err.Error(), "licence") {
 		t.Errorf("no licence text: %v, want a refusal", err)
 	}
-	path, err := Write(Options{Version: "1.2.3rc1", Platform: "linux/amd64", Binary: bin, Dir: dir, LicenseText: licence})
+	if _, err := Write(Options{Version: "1.2.3", Platform: "linux/amd64", Binary: bin, Dir: dir, LicenseText: licence}); err == nil || !strings.Contains(err.Error(), "Go's standard library") {
+		t.Errorf("no notice for Go: %v, want a refusal", err)
+	}
+	unread := append(std, Notice{Module: "example.com/unread", File: "LICENSE", Data: []byte("?")})
+	if _, err := Write(Options{Version: "1.2.3", Platform: "linux/amd64", Binary: bin, Dir: dir, LicenseText: licence, Notices: unread}); err == nil || !strings.Contains(err.Error(), "example.com/unread, whose licence is not recorded") {
+		t.Errorf("a module whose licence is not recorded: %v, want a refusal naming it", err)
+	}
+	path, err := Write(Options{Version: "1.2.3rc1", Platform: "linux/amd64", Binary: bin, Dir: dir, LicenseText: licence, Notices: std, Readme: []byte("# x\n\nSee [the protocol](bridge/PROTOCOL.md).\n")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,15 +124,23 @@ func TestWriteVerify(t *testing.T) {
 		!strings.Contains(info.EntryPoints, "[jupyter_serverproxy_servers]\nmegane = megane_jupyter_bridge:setup_megane\n") {
 		t.Fatalf("wheel read back: %+v", info)
 	}
-	if info.Metadata["License-Expression"] != "MIT" || info.Metadata["License-File"] != "LICENSE" || info.Metadata["Metadata-Version"] != "2.4" {
-		t.Errorf("licence metadata: %v, want Metadata-Version 2.4, License-Expression MIT, License-File LICENSE", info.Metadata)
+	if info.Metadata["License-Expression"] != "MIT AND BSD-3-Clause" || !slices.Equal(info.LicenseFiles, []string{"LICENSE", "third_party/std/LICENSE"}) || info.Metadata["Metadata-Version"] != "2.4" {
+		t.Errorf("licence metadata: %v %v, want Metadata-Version 2.4, License-Expression MIT AND BSD-3-Clause, License-File LICENSE and third_party/std/LICENSE", info.Metadata, info.LicenseFiles)
 	}
-	if _, ok := info.Files["megane_jupyter_bridge-1.2.3rc1.dist-info/licenses/LICENSE"]; !ok {
-		t.Errorf("the wheel has no dist-info/licenses/LICENSE: %v", info.Files)
+	for _, f := range []string{"LICENSE", "third_party/std/LICENSE"} {
+		if _, ok := info.Files["megane_jupyter_bridge-1.2.3rc1.dist-info/licenses/"+f]; !ok {
+			t.Errorf("the wheel has no dist-info/licenses/%s: %v", f, info.Files)
+		}
+	}
+	if info.GoVersion == "" || !slices.Equal(info.Linked, []string{StdModule}) {
+		t.Errorf("the binary read back as built by %q, linking %v; want a Go version and only the standard library", info.GoVersion, info.Linked)
+	}
+	if info.Metadata["Description-Content-Type"] != "text/markdown" || info.Metadata["Requires-Python"] != RequiresPython {
+		t.Errorf("METADATA %v: want the README as text/markdown and Requires-Python %s", info.Metadata, RequiresPython)
 	}
 	// The same inputs give the same bytes.
 	first, _ := os.ReadFile(path)
-	if again, err := Write(Options{Version: "1.2.3rc1", Platform: "linux/amd64", Binary: bin, Dir: t.TempDir(), LicenseText: licence}); err != nil {
+	if again, err := Write(Options{Version: "1.2.3rc1", Platform: "linux/amd64", Binary: bin, Dir: t.TempDir(), LicenseText: licence, Notices: std, Readme: []byte("# x\n\nSee [the protocol](bridge/PROTOCOL.md).\n")}); err != nil {
 		t.Fatal(err)
 	} else if second, _ := os.ReadFile(again); !bytes.Equal(first, second) {
 		t.Errorf("two builds of the same wheel differ")
@@ -147,6 +163,12 @@ func TestWriteVerify(t *testing.T) {
 			}
 			return n, d
 		}, "RECORD lists"},
+		{"licence file dropped", func(n string, d []byte) (string, []byte) {
+			if strings.HasSuffix(n, "/METADATA") {
+				d = bytes.Replace(d, []byte("License-File: third_party/std/LICENSE\n"), nil, 1)
+			}
+			return n, d
+		}, "does not match its RECORD line"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := filepath.Join(t.TempDir(), filepath.Base(path))
@@ -155,6 +177,47 @@ func TestWriteVerify(t *testing.T) {
 				t.Fatalf("got %v, want an error saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestCheckNotices: a wheel must carry a licence file of Go and of every
+// module its binary links, and name each one's licence in
+// License-Expression; what is missing is named.
+func TestCheckNotices(t *testing.T) {
+	files := []string{"LICENSE", "third_party/std/LICENSE", "third_party/github.com/gorilla/websocket/LICENSE"}
+	for _, tc := range []struct {
+		name   string
+		linked []string
+		expr   string
+		want   string
+	}{
+		{"all there", []string{StdModule, "github.com/gorilla/websocket"}, "MIT AND BSD-2-Clause AND BSD-3-Clause", ""},
+		{"no file", []string{StdModule, "golang.org/x/sys"}, "MIT AND BSD-3-Clause", "links golang.org/x/sys, but no licence file of it"},
+		{"not in the expression", []string{StdModule, "github.com/gorilla/websocket"}, "MIT AND BSD-3-Clause", "does not name BSD-2-Clause"},
+		{"not recorded", []string{"example.com/new"}, "MIT", "no licence file of it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkNotices(tc.linked, files, tc.expr)
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestAbsoluteLinks: the long description on PyPI links into the
+// repository at the release's tag; images come from their raw files;
+// absolute URLs and anchors stay as they are.
+func TestAbsoluteLinks(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"[CONFIG](jupyter/CONFIG.md#hub)", "[CONFIG](" + Repository + "/blob/v1.0/jupyter/CONFIG.md#hub)"},
+		{"![shot](./bridge/s.png \"title\")", "![shot](https://raw.githubusercontent.com/megane-labs/megane-jupyter-bridge/v1.0/bridge/s.png \"title\")"},
+		{"[go](https://go.dev) and [below](#install)", "[go](https://go.dev) and [below](#install)"},
+		{"`a[i](j)` is code", "`a[i](" + Repository + "/blob/v1.0/j)` is code"}, // code spans are not parsed: a harmless link inside code
+	} {
+		if got := string(absoluteLinks([]byte(tc.in), "v1.0")); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
 

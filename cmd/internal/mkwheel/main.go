@@ -54,6 +54,9 @@ const (
 	// recipePlaceholder is recipe/recipe.yaml's source sha256 until -recipe
 	// fills in the sdist's (the release does: make recipe).
 	recipePlaceholder = "SDIST_SHA256_FILLED_IN_BY_MAKE_RECIPE"
+	// recipeMaintainerPlaceholder stands in recipe/recipe.yaml for the
+	// GitHub handles conda-forge needs; make release-rehearsal flags it.
+	recipeMaintainerPlaceholder = "MAINTAINER_GITHUB_HANDLE"
 )
 
 // sdistExtras are the module's files the sdist holds besides the
@@ -125,8 +128,18 @@ func run(ctx context.Context, out string, platforms []string, log *slog.Logger) 
 	if err != nil {
 		return fmt.Errorf("the wheels carry the repository's LICENSE: run from the repository's root: %w", err)
 	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		return fmt.Errorf("the wheels' long description is README.md: %w", err)
+	}
 	var failed []string
 	for _, p := range platforms {
+		linked, err := notices(ctx, []string{p})
+		if err != nil {
+			log.Error("licences not collected", "platform", p, "error", err)
+			failed = append(failed, p)
+			continue
+		}
 		bin := hostBin
 		if p != host {
 			if bin, err = build(ctx, p, commit, tmp); err != nil {
@@ -135,7 +148,7 @@ func run(ctx context.Context, out string, platforms []string, log *slog.Logger) 
 				continue
 			}
 		}
-		path, err := wheel.Write(wheel.Options{Version: version, Platform: p, Binary: bin, Dir: out, LicenseText: licence, Logger: log})
+		path, err := wheel.Write(wheel.Options{Version: version, Platform: p, Binary: bin, Dir: out, LicenseText: licence, Notices: linked, Readme: readme, Logger: log})
 		if err != nil {
 			log.Error("wheel not written", "platform", p, "error", err)
 			failed = append(failed, p)
@@ -195,12 +208,69 @@ func runSdist(ctx context.Context, out string, log *slog.Logger) error {
 		}
 		files = append(files, wheel.SourceFile{Name: n, Data: data})
 	}
-	p, err := wheel.WriteSdist(wheel.SdistOptions{Version: version, Files: files, Commit: commit, Time: when, Dir: out, Logger: log})
+	linked, err := notices(ctx, wheel.Platforms)
+	if err != nil {
+		return err
+	}
+	p, err := wheel.WriteSdist(wheel.SdistOptions{Version: version, Files: files, Notices: linked, Commit: commit, Time: when, Dir: out, Logger: log})
 	if err != nil {
 		return err
 	}
 	fmt.Println(p)
 	return nil
+}
+
+// notices returns the licence files (wheel.IsLicenceFile) of Go's
+// standard library (GOROOT's, of the Go that builds) and of every module
+// the bridge links when built for any of platforms (go list -deps), read
+// from the module cache: what every copy of the binary must carry. A
+// module without a licence file is an error.
+func notices(ctx context.Context, platforms []string) ([]wheel.Notice, error) {
+	goroot, err := exec.CommandContext(ctx, "go", "env", "GOROOT").Output()
+	if err != nil {
+		return nil, fmt.Errorf("go env GOROOT: %w", err)
+	}
+	dirs := map[string]string{wheel.StdModule: strings.TrimSpace(string(goroot))}
+	for _, p := range platforms {
+		goos, goarch, _ := strings.Cut(p, "/")
+		cmd := exec.CommandContext(ctx, "go", "list", "-deps", "-f",
+			"{{with .Module}}{{if not .Main}}{{.Path}}\t{{with .Replace}}{{.Dir}}{{else}}{{.Dir}}{{end}}{{end}}{{end}}", mainPackage)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("go list for %s: %w\n%s", p, err, strings.TrimSpace(stderr.String()))
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if mod, dir, ok := strings.Cut(line, "\t"); ok {
+				dirs[mod] = dir
+			}
+		}
+	}
+	var all []wheel.Notice
+	for mod, dir := range dirs {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("the licence files of %s: %w", mod, err)
+		}
+		found := 0
+		for _, e := range entries {
+			if !e.Type().IsRegular() || !wheel.IsLicenceFile(e.Name()) {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, wheel.Notice{Module: mod, File: e.Name(), Data: data})
+			found++
+		}
+		if found == 0 {
+			return nil, fmt.Errorf("%s (in %s) has no licence file (LICENSE, COPYING, NOTICE, ...): it may not be shipped", mod, dir)
+		}
+	}
+	return all, nil
 }
 
 // sourceCommit is the commit to stamp into the binaries: the sdist's
@@ -367,13 +437,14 @@ func verifyFiles(w io.Writer, files []string) error {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "%s: %s %s, %d files, tags %s, RECORD matches\n", filepath.Base(f), info.Name, info.Version, len(info.Files), strings.Join(info.Tags, "."))
+			fmt.Fprintf(w, "%s: %s %s, %d files, tags %s, RECORD matches; built by %s, links %d modules, each with its licence files (%s)\n",
+				filepath.Base(f), info.Name, info.Version, len(info.Files), strings.Join(info.Tags, "."), info.GoVersion, len(info.Linked)-1, info.Metadata["License-Expression"])
 		case strings.HasSuffix(f, ".tar.gz"):
 			info, err := wheel.VerifySdist(f)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "%s: %s %s, %d files, commit %s, backend %s\n", filepath.Base(f), info.Name, info.Version, len(info.Files), info.Commit, info.Pyproject.BuildSystem.BuildBackend)
+			fmt.Fprintf(w, "%s: %s %s, %d files, commit %s, backend %s, %d licence files (%s)\n", filepath.Base(f), info.Name, info.Version, len(info.Files), info.Commit, info.Pyproject.BuildSystem.BuildBackend, len(info.LicenseFiles), info.Metadata["License-Expression"])
 		default:
 			return fmt.Errorf("%s: neither a wheel (.whl) nor an sdist (.tar.gz)", f)
 		}

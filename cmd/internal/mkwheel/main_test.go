@@ -39,7 +39,7 @@ type recipe struct {
 	Requirements struct {
 		Build []string `yaml:"build"`
 		Host  []string `yaml:"host"`
-		Run   []string `yaml:"run"`
+		Run   []any    `yaml:"run"` // strings, and if/then maps
 	} `yaml:"requirements"`
 	Tests []struct {
 		Python *struct {
@@ -136,20 +136,39 @@ func TestRecipe(t *testing.T) {
 		t.Errorf("build number %v, want 0 for a new version", r.Build.Number)
 	}
 	script := strings.Join(r.Build.Script, "\n")
-	for _, want := range []string{"-m pip install . ", "--no-deps", "--no-build-isolation", "go-licenses save "} {
+	for _, want := range []string{"-m pip install . ", "--no-deps", "--no-build-isolation"} {
 		if !strings.Contains(script, want) {
 			t.Errorf("build script %q lacks %q", script, want)
 		}
 	}
-	if !slices.Contains(r.Requirements.Build, "${{ compiler('go-nocgo') }}") {
-		t.Errorf("requirements.build %v lacks the go-nocgo compiler", r.Requirements.Build)
+	if !slices.Contains(r.Requirements.Build, "${{ compiler('go-nocgo') }}") || !slices.Contains(r.Requirements.Build, "go >=${{ go_version }}") {
+		t.Errorf("requirements.build %v lacks the go-nocgo compiler or go >=${{ go_version }}", r.Requirements.Build)
+	}
+	gomod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pin := regexp.MustCompile(`(?m)^toolchain go(\S+)$`).FindSubmatch(gomod); pin == nil || r.Context["go_version"] != string(pin[1]) {
+		t.Errorf("context go_version %q, go.mod's toolchain line %q: the recipe must build with the pinned Go", r.Context["go_version"], pin)
+	}
+	if !regexp.MustCompile(`^1[0-9]\.[0-9]+$`).MatchString(r.Context["macos_minimum"]) {
+		t.Errorf("context macos_minimum %q: want the binary's minimum macOS, such as 13.0", r.Context["macos_minimum"])
 	}
 	if !slices.Contains(r.Requirements.Host, "python") || !slices.Contains(r.Requirements.Host, "pip") {
 		t.Errorf("requirements.host %v, want python and pip", r.Requirements.Host)
 	}
 	var runReqs []string
+	osx := false
 	for _, req := range r.Requirements.Run {
-		runReqs = append(runReqs, strings.ReplaceAll(req, " ", ""))
+		switch req := req.(type) {
+		case string:
+			runReqs = append(runReqs, strings.ReplaceAll(req, " ", ""))
+		case map[string]any:
+			osx = osx || req["if"] == "osx" && req["then"] == "__osx >=${{ macos_minimum }}"
+		}
+	}
+	if !osx {
+		t.Errorf("requirements.run %v: want `if: osx` then `__osx >=${{ macos_minimum }}`", r.Requirements.Run)
 	}
 	if !slices.Contains(runReqs, "python") || !slices.Contains(runReqs, wheel.RequiresDist) {
 		t.Errorf("requirements.run %v, want python and %s (the wheel's Requires-Dist)", r.Requirements.Run, wheel.RequiresDist)
@@ -164,17 +183,25 @@ func TestRecipe(t *testing.T) {
 	if !slices.Contains(imports, wheel.Package) {
 		t.Errorf("tests import %v, not %s", imports, wheel.Package)
 	}
-	if !slices.Contains(scripts, wheel.Name+" version") {
-		t.Errorf("test scripts %v do not run %q (the wheel's console script)", scripts, wheel.Name+" version")
+	if !slices.Contains(scripts, wheel.Name+" version") || !slices.ContainsFunc(scripts, func(s string) bool { return strings.Contains(s, "== '${{ version }}'") }) {
+		t.Errorf("test scripts %v do not run %q (the wheel's console script) and check the version it prints", scripts, wheel.Name+" version")
 	}
-	if r.About.License != wheel.License || !slices.Contains(r.About.LicenseFile, "LICENSE") {
-		t.Errorf("about: license %q, license_file %v; want %s and LICENSE", r.About.License, r.About.LicenseFile, wheel.License)
+	linked, err := notices(context.Background(), wheel.Platforms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expr, err := wheel.LicenseExpression(linked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.About.License != expr || !slices.Contains(r.About.LicenseFile, "LICENSE") || !slices.Contains(r.About.LicenseFile, wheel.NoticeDir+"/") {
+		t.Errorf("about: license %q, license_file %v; want the sdist's %s, LICENSE and %s/", r.About.License, r.About.LicenseFile, expr, wheel.NoticeDir)
 	}
 	if r.About.Summary != wheel.Summary || r.About.Homepage == "" {
 		t.Errorf("about: summary %q (want the wheel's), homepage %q", r.About.Summary, r.About.Homepage)
 	}
-	if len(r.Extra.Maintainers) == 0 {
-		t.Error("extra: no recipe-maintainers")
+	if len(r.Extra.Maintainers) == 0 || slices.Contains(r.Extra.Maintainers, "megane-labs") {
+		t.Errorf("extra: recipe-maintainers %v: want people's GitHub handles or the placeholder %s, not the organisation", r.Extra.Maintainers, recipeMaintainerPlaceholder)
 	}
 }
 
@@ -365,5 +392,51 @@ func TestWorkflowsUseThePinnedGo(t *testing.T) {
 				t.Errorf("%s sets up Go %s, go.mod's toolchain line says %s", name, v[1], pin[1])
 			}
 		}
+	}
+}
+
+// TestLinkedModulesHaveLicences: every module the bridge links on any
+// wheel platform has its licence recorded (wheel.ModuleLicence) and a
+// licence file in the module cache, and Go's own is there: a new
+// dependency fails here, naming itself, until a person has read its
+// licence.
+func TestLinkedModulesHaveLicences(t *testing.T) {
+	t.Chdir(filepath.Join("..", "..", ".."))
+	all, err := notices(context.Background(), wheel.Platforms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	modules := map[string]bool{}
+	for _, n := range all {
+		modules[n.Module] = true
+	}
+	if !modules[wheel.StdModule] || !modules["github.com/modelcontextprotocol/go-sdk"] {
+		t.Errorf("notices cover %v: want Go's standard library and the go-sdk at least", modules)
+	}
+	expr, err := wheel.LicenseExpression(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(expr, wheel.License+" AND ") || !strings.Contains(expr, "Apache-2.0") {
+		t.Errorf("License-Expression %q: want the bridge's %s first, and Apache-2.0 (prometheus, go-sdk)", expr, wheel.License)
+	}
+}
+
+// TestRequiresPythonTested: the wheels' Requires-Python is the oldest
+// Python a CI job installs them into (the GitHub workflow's matrix), so
+// no Python is promised that nothing runs.
+func TestRequiresPythonTested(t *testing.T) {
+	wf, err := os.ReadFile(filepath.Join("..", "..", "..", ".github", "workflows", "ci.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lowest string
+	for _, m := range regexp.MustCompile(`python: "3\.(\d+)"`).FindAllSubmatch(wf, -1) {
+		if lowest == "" || len(m[1]) < len(lowest) || len(m[1]) == len(lowest) && string(m[1]) < lowest {
+			lowest = string(m[1])
+		}
+	}
+	if want := ">=3." + lowest; lowest == "" || wheel.RequiresPython != want {
+		t.Errorf("Requires-Python is %s, the lowest Python ci.yml's matrix tests the wheel with gives %s", wheel.RequiresPython, want)
 	}
 }
