@@ -29,7 +29,7 @@ ACTIONLINT ?= $(GO) run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 VULNDB_VERSION ?= v0.0.0-20261105234957-e22db6528018
 VULNDB         := .cache/vulndb-$(VULNDB_VERSION)
 
-.PHONY: crlf-check reproducible sdist sdist-check twine-check recipe recipe-check links go-test-args build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels vuln go-version
+.PHONY: release-rehearsal crlf-check reproducible sdist sdist-check twine-check recipe recipe-check links go-test-args build run test check lint fuzz fuzz-short bench abuse tidy-check clean wheels vuln go-version
 
 # build (and so make run) uses the pinned Go when it can be had; on a first
 # build without network it builds with the local Go (at or above go.mod's
@@ -120,7 +120,7 @@ vuln:
 	fi
 	$(GOVULNCHECK) -db file://$(abspath $(VULNDB)) ./...
 
-check: lint links tidy-check test fuzz-short vuln reproducible sdist-check twine-check recipe-check
+check: lint links tidy-check test fuzz-short vuln reproducible recipe-check release-rehearsal
 
 # The documents' relative links and anchors (cmd/internal/mdlinks).
 links:
@@ -214,6 +214,16 @@ sdist-check:
 # (Debian 12's twine 4.0.2 cannot read Metadata-Version 2.4).
 twine-check:
 	bash .ci/twine-check.sh
+
+# Every step of the release workflow that can run off GitHub, as it runs
+# there (.ci/release-rehearsal.sh; RELEASING.md): the five wheels and the
+# sdist built twice and compared, twine check --strict on all of them with
+# the publish step's twine, pip's build from the sdist, SHA256SUMS, the
+# SBOMs and the recipe, and mkwheel -release: every binary built by
+# go.mod's pinned Go, every linked module's licence in its wheel. About 5
+# minutes with a warm module cache.
+release-rehearsal:
+	bash .ci/release-rehearsal.sh
 
 # The conda-forge recipe (TestRecipe: the binary's version, the sdist's file
 # name, the sha256's shape, the tests, the licence), then filled in from a

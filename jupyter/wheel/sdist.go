@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -235,6 +236,7 @@ type SdistInfo struct {
 	LicenseFiles  []string               // PKG-INFO's License-File lines
 	Files         map[string]fs.FileMode // paths inside the top-level directory
 	Commit        string                 // CommitFile's line, "" without one
+	Toolchain     string                 // go.mod's toolchain line (go1.27.3), "" without one
 	Pyproject     PyprojectTOML
 }
 
@@ -359,6 +361,9 @@ func VerifySdist(p string) (*SdistInfo, error) {
 	}
 	if contents["go.mod"] == nil {
 		return nil, errors.New(p + ": no go.mod: the sdist cannot build the binary")
+	}
+	if m := regexp.MustCompile(`(?m)^toolchain (go\S+)\r?$`).FindSubmatch(contents["go.mod"]); m != nil {
+		info.Toolchain = string(m[1])
 	}
 	if c, ok := contents[CommitFile]; ok {
 		info.Commit = strings.TrimSpace(string(c))

@@ -470,7 +470,8 @@ type Info struct {
 	// GoVersion is the Go that built the binary (its build information,
 	// as go version -m reads it), Linked the modules it links.
 	GoVersion string
-	Linked    []string
+	Linked    []string          // StdModule, then each module's path
+	Deps      map[string]string // each linked module's version
 }
 
 // Verify reads the wheel at path and checks it as an installer would: the
@@ -587,11 +588,13 @@ func Verify(path string) (*Info, error) {
 	}
 	info.GoVersion = bi.GoVersion
 	info.Linked = append(info.Linked, StdModule)
+	info.Deps = map[string]string{}
 	for _, d := range bi.Deps {
 		if d.Replace != nil {
 			d = d.Replace
 		}
 		info.Linked = append(info.Linked, d.Path)
+		info.Deps[d.Path] = d.Version
 	}
 	if err := checkNotices(info.Linked, info.LicenseFiles, info.Metadata["License-Expression"]); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -8,6 +8,7 @@
 //	go run ./cmd/internal/mkwheel -sdist [-out dist]
 //	go run ./cmd/internal/mkwheel -verify FILE.whl|FILE.tar.gz ...
 //	go run ./cmd/internal/mkwheel -recipe recipe/recipe.yaml SDIST > recipe.yaml
+//	go run ./cmd/internal/mkwheel -release DIST EXTRA
 //
 // Without platforms it writes all of wheel.Platforms. The binaries are
 // built with -buildvcs=false and the commit stamped with -ldflags -X
@@ -69,8 +70,9 @@ func main() {
 	sdist := flag.Bool("sdist", false, "write the source distribution instead of wheels")
 	verify := flag.Bool("verify", false, "check the wheels and sdists named as arguments instead of building")
 	recipe := flag.String("recipe", "", "print this conda-forge recipe with the sha256 of the sdist named as argument filled in")
+	release := flag.Bool("release", false, "check the release in DIST (wheels, sdist) and EXTRA (recipe, SHA256SUMS, SBOMs), the two arguments, before it is published")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: mkwheel [-out DIR] [GOOS/GOARCH ...] (default: %s)\n       mkwheel -sdist [-out DIR]\n       mkwheel -verify FILE ...\n       mkwheel -recipe recipe/recipe.yaml SDIST\n", strings.Join(wheel.Platforms, " "))
+		fmt.Fprintf(os.Stderr, "usage: mkwheel [-out DIR] [GOOS/GOARCH ...] (default: %s)\n       mkwheel -sdist [-out DIR]\n       mkwheel -verify FILE ...\n       mkwheel -recipe recipe/recipe.yaml SDIST\n       mkwheel -release DIST EXTRA\n", strings.Join(wheel.Platforms, " "))
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -78,6 +80,15 @@ func main() {
 	ctx := context.Background()
 	var err error
 	switch {
+	case *release:
+		if flag.NArg() != 2 {
+			err = errors.New("-release takes two arguments: DIST (the wheels and the sdist) and EXTRA (recipe.yaml, SHA256SUMS, the SBOMs)")
+			break
+		}
+		var pin string
+		if pin, err = pinnedGo(); err == nil {
+			err = checkRelease(os.Stdout, flag.Arg(0), flag.Arg(1), pin)
+		}
 	case *verify:
 		err = verifyFiles(os.Stdout, flag.Args())
 	case *recipe != "":
