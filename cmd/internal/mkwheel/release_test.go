@@ -107,10 +107,10 @@ func TestCheckRelease(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		name  string
-		pin   string
+		name   string
+		pin    string
 		break_ func(t *testing.T)
-		want  string
+		want   string
 	}{
 		{"another Go", "go1.0.0", nil, "was built by " + pin + ", not go1.0.0"},
 		{"a platform missing", pin, func(t *testing.T) {
