@@ -40,6 +40,9 @@ type Python struct {
 	ServerProxy    bool   `json:"server_proxy"`  // jupyter_server_proxy is importable
 	NotebookShim   bool   `json:"notebook_shim"` // notebook_shim is importable (it moves NotebookApp settings onto ServerApp)
 	EnvAuto        bool   `json:"env_auto"`      // jupyter_core ≥ 5 would prefer the env level
+	// ExternallyManaged: its pip refuses to install (PEP 668: a
+	// distribution's Python, not a venv made over it).
+	ExternallyManaged bool `json:"externally_managed"`
 	// Source says why this interpreter was taken, for logs and doctor:
 	// "--python", "the parent process (pid N)", "the #! line of PATH" or
 	// "python3 on PATH".
@@ -50,12 +53,16 @@ type Python struct {
 // when opts.ParentPID is set and that process is a Python that can import
 // jupyter_server, that process's interpreter (ProcessPython: the server
 // that started the bridge knows its own sys.prefix, whatever PATH says);
-// else the interpreter named by the shebang of the jupyter-server or
-// jupyter script on PATH; else every python3 (then python) on PATH,
-// preferring one that can import jupyter_server over one that can only
-// import traitlets. A candidate is accepted only when it runs and imports
-// traitlets; Python.Source says which rule found it. The error lists what
-// was tried.
+// else, when it can import jupyter_server, the interpreter of the Python
+// environment a wheel installed this bridge into (opts.Self's
+// site-packages: the console script's own Python, as Jupyter's commands
+// act on the Python that runs them), then that of the active virtual
+// environment (VIRTUAL_ENV); else the interpreter named by the shebang of
+// the jupyter-server or jupyter script on PATH; else every python3 (then
+// python) on PATH, preferring one that can import jupyter_server over one
+// that can only import traitlets. A candidate is accepted only when it
+// runs and imports traitlets; Python.Source says which rule found it. The
+// error lists what was tried.
 func FindPython(ctx context.Context, opts Options) (*Python, error) {
 	e := opts.resolve()
 	if opts.Python == "none" {
@@ -69,7 +76,7 @@ func FindPython(ctx context.Context, opts Options) (*Python, error) {
 		path    string
 		trusted bool
 		source  string
-		parent  bool // the parent process: used only if it imports jupyter_server
+		server  bool // used only if it imports jupyter_server (the parent process, the bridge's environment, VIRTUAL_ENV)
 	}
 	var cands []cand
 	var tried []string
@@ -81,6 +88,23 @@ func FindPython(ctx context.Context, opts Options) (*Python, error) {
 				tried = append(tried, fmt.Sprintf("the parent process %d (%v)", opts.ParentPID, err))
 			} else {
 				cands = append(cands, cand{p, false, fmt.Sprintf("the parent process (pid %d)", opts.ParentPID), true})
+			}
+		}
+		envs := [][2]string{}
+		if e.self != "" {
+			if prefix := installedPrefix(e.self); prefix != "" {
+				envs = append(envs, [2]string{prefix, "the Python environment the bridge is installed in (" + prefix + ")"})
+			}
+		}
+		if v := e.vars["VIRTUAL_ENV"]; v != "" && filepath.IsAbs(v) {
+			envs = append(envs, [2]string{v, "the active virtual environment (VIRTUAL_ENV=" + v + ")"})
+		}
+		for _, env := range envs {
+			for _, p := range envInterpreters(env[0]) {
+				if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+					cands = append(cands, cand{p, false, env[1], true})
+					break
+				}
 			}
 		}
 		for _, script := range []string{"jupyter-server", "jupyter"} {
@@ -112,8 +136,8 @@ func FindPython(ctx context.Context, opts Options) (*Python, error) {
 		case c.trusted || py.JupyterServer != "":
 			py.Source = c.source
 			return py, nil
-		case c.parent:
-			tried = append(tried, c.path+" (the parent process, but it cannot import jupyter_server)")
+		case c.server:
+			tried = append(tried, c.path+" ("+c.source+", but it cannot import jupyter_server)")
 		default:
 			if fallback == nil {
 				py.Source = c.source
@@ -129,6 +153,21 @@ func FindPython(ctx context.Context, opts Options) (*Python, error) {
 		return nil, errors.New("no python3 or jupyter script on PATH")
 	}
 	return nil, fmt.Errorf("no Python with traitlets found; tried %s", strings.Join(tried, ", "))
+}
+
+// LauncherPython returns the jupyter-server (else jupyter) script on
+// PATH and the interpreter its #! line names: what `jupyter server` or
+// `jupyter lab` typed in a shell would run. Both are "" when there is none.
+func LauncherPython(opts Options) (launcher, interpreter string) {
+	e := opts.resolve()
+	for _, script := range []string{"jupyter-server", "jupyter"} {
+		if p, ok := e.lookPath(script); ok {
+			if interp := shebangInterpreter(e, p); interp != "" {
+				return p, interp
+			}
+		}
+	}
+	return "", ""
 }
 
 // ProcessPython returns the interpreter of the running process pid (a

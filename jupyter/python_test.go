@@ -173,29 +173,54 @@ func TestFindPythonOrder(t *testing.T) {
 	must(t, os.MkdirAll(ownBin, 0o755))
 	ownLauncher := jupytertest.Launcher(t, ownBin, venvPy)
 	venvBin := filepath.Dir(venvPy)
+	// The bridge's binary as a wheel installs it into an environment's
+	// site-packages (what the console script runs).
+	installed := func(py string) string {
+		libs, _ := filepath.Glob(filepath.Join(filepath.Dir(filepath.Dir(py)), "lib", "python3*"))
+		if len(libs) != 1 {
+			t.Fatalf("no lib/python3* beside %s", py)
+		}
+		bin := filepath.Join(libs[0], "site-packages", "megane_jupyter_bridge", "bin", "megane-jupyter-bridge")
+		must(t, os.MkdirAll(filepath.Dir(bin), 0o755))
+		must(t, os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755))
+		return bin
+	}
+	inVenv, inBare := installed(venvPy), installed(bare)
+	bareVenv := filepath.Dir(filepath.Dir(bare))
 
 	for _, tc := range []struct {
-		name         string
-		python       string // --python
-		path         []string
-		want, prefix string
-		source       string
+		name             string
+		python           string // --python
+		self, virtualEnv string // Options.Self, VIRTUAL_ENV
+		path             []string
+		want, prefix     string
+		source           string
 	}{
-		{"--python first", venvPy, []string{sysBin, s.hostBin}, venvPy, venv, "--python"},
-		{"a jupyter launcher's #! line before python3 on PATH", "", []string{s.hostBin, ownBin}, venvPy, venv, "the #! line of " + ownLauncher},
-		{"python3 on PATH when there is no launcher", "", []string{s.hostBin}, s.hostPython(), "/usr", "python3 on PATH"},
-		{"an activated venv with no launcher of its own: the system launcher is what `jupyter` runs",
-			"", []string{venvBin, sysBin, s.hostBin}, debianPython, "/usr", "the #! line of " + sysLauncher},
-		{"an activated venv with no launcher and none elsewhere: its python3",
-			"", []string{venvBin, s.hostBin}, venvPy, venv, "python3 on PATH"},
-		{"a python3 that cannot import traitlets is passed over", "", []string{filepath.Dir(bare), s.hostBin}, s.hostPython(), "/usr", "python3 on PATH"},
+		{"the environment a wheel installed the bridge into, before the system launcher (the console script's own Python)",
+			"", inVenv, "", []string{venvBin, sysBin, s.hostBin}, venvPy, venv, "the Python environment the bridge is installed in (" + venv + ")"},
+		{"the active virtual environment, before the system launcher",
+			"", "", venv, []string{venvBin, sysBin, s.hostBin}, venvPy, venv, "the active virtual environment (VIRTUAL_ENV=" + venv + ")"},
+		{"an environment that cannot import jupyter_server is passed over",
+			"", inBare, bareVenv, []string{sysBin, s.hostBin}, debianPython, "/usr", "the #! line of " + sysLauncher},
+		{"--python first", venvPy, inBare, "", []string{sysBin, s.hostBin}, venvPy, venv, "--python"},
+		{"a jupyter launcher's #! line before python3 on PATH", "", "", "", []string{s.hostBin, ownBin}, venvPy, venv, "the #! line of " + ownLauncher},
+		{"python3 on PATH when there is no launcher", "", "", "", []string{s.hostBin}, s.hostPython(), "/usr", "python3 on PATH"},
+		{"a venv's bin first on PATH, not activated, with no launcher of its own: the system launcher is what `jupyter` runs",
+			"", "", "", []string{venvBin, sysBin, s.hostBin}, debianPython, "/usr", "the #! line of " + sysLauncher},
+		{"a venv's bin first on PATH with no launcher and none elsewhere: its python3",
+			"", "", "", []string{venvBin, s.hostBin}, venvPy, venv, "python3 on PATH"},
+		{"a python3 that cannot import traitlets is passed over", "", "", "", []string{filepath.Dir(bare), s.hostBin}, s.hostPython(), "/usr", "python3 on PATH"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := s.opts()
 			opts.Python = tc.python
+			opts.Self = tc.self
 			env := []string{"PATH=" + strings.Join(tc.path, ":")}
+			if tc.virtualEnv != "" {
+				env = append(env, "VIRTUAL_ENV="+tc.virtualEnv)
+			}
 			for _, kv := range opts.Environ {
-				if !strings.HasPrefix(kv, "PATH=") {
+				if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "VIRTUAL_ENV=") {
 					env = append(env, kv)
 				}
 			}

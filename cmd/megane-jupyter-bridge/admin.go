@@ -247,7 +247,10 @@ func runInstall(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	} else if bin, err = filepath.Abs(bin); err != nil {
 		return err
 	}
-	opts := jupyter.Options{Python: f.python}
+	opts, err := installOptions(ctx, f, level, stdout)
+	if err != nil {
+		return err
+	}
 	path, err := jupyter.InstallFile(ctx, level, opts)
 	if err != nil {
 		return err
@@ -268,10 +271,41 @@ func runInstall(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				strings.Join(cfg.ServerProxy.Files, ", "), path, jupyter.ProxyServerName)
 		}
 		if cfg.Python != nil && !cfg.Python.ServerProxy {
-			fmt.Fprintf(stderr, "warning: jupyter-server-proxy is not installed for %s: install it (pip install jupyter-server-proxy) or the bridge cannot be reached\n", cfg.Python.Path)
+			fmt.Fprintf(stderr, "warning: jupyter-server-proxy is not installed for %s: %s, or the bridge cannot be reached\n", cfg.Python.Path, pipAdvice(cfg.Python, "jupyter-server-proxy"))
+		}
+		if cfg.Python != nil {
+			if eps, err := jupyter.ProxyEntryPoints(ctx, opts, cfg.Python); err == nil {
+				for _, ep := range eps {
+					if ep.Name == jupyter.ProxyServerName && ep.Error == "" {
+						fmt.Fprintf(stderr, "note: %s %s (pip) registers the bridge too, through its entry point; jupyter-server-proxy serves this registration instead (uninstall goes back to the pip-installed one)\n", ep.Dist, ep.DistVersion)
+					}
+				}
+			}
 		}
 	}
 	return nil
+}
+
+// installOptions are the options install and uninstall find Jupyter's
+// files with. --sys-prefix is the prefix of the Jupyter server's Python as
+// FindPython finds it: the environment a wheel installed this bridge into
+// (the console script's own Python, as Jupyter's own commands take
+// --sys-prefix from the Python that runs them), else the active virtual
+// environment, else the jupyter script's; the first line says which, and
+// why.
+func installOptions(ctx context.Context, f *installFlags, level string, stdout io.Writer) (jupyter.Options, error) {
+	opts := jupyter.Options{Python: f.python}
+	opts.Self, _ = thisBinary()
+	if level != jupyter.InstallSysPrefix {
+		return opts, nil
+	}
+	py, err := jupyter.FindPython(ctx, opts)
+	if err != nil {
+		return opts, fmt.Errorf("--sys-prefix needs the Jupyter server's Python (give it with --python): %w", err)
+	}
+	opts.SysPrefix = py.Prefix
+	fmt.Fprintf(stdout, "--sys-prefix: %s, the sys.prefix of %s (found by %s)\n", py.Prefix, py.Path, py.Source)
+	return opts, nil
 }
 
 func runUninstall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -279,7 +313,11 @@ func runUninstall(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	path, err := jupyter.InstallFile(ctx, level, jupyter.Options{Python: f.python})
+	opts, err := installOptions(ctx, f, level, stdout)
+	if err != nil {
+		return err
+	}
+	path, err := jupyter.InstallFile(ctx, level, opts)
 	if err != nil {
 		return err
 	}

@@ -144,8 +144,25 @@ func checkPython(r *report, cfg *jupyter.Config) {
 		r.add("warning", "%s cannot import jupyter_server: is it the Jupyter server's Python? pass --python", py.Path)
 	}
 	if !py.ServerProxy {
-		r.add("error", "jupyter-server-proxy is not installed for %s: install it (pip install jupyter-server-proxy), or pages cannot reach the bridge", py.Path)
+		r.add("error", "jupyter-server-proxy is not installed for %s: %s, or pages cannot reach the bridge", py.Path, pipAdvice(py, "jupyter-server-proxy"))
 	}
+	// The environment judged is not what `jupyter lab` typed in a shell
+	// would run: say how to start Jupyter so that it is.
+	if strings.HasPrefix(py.Source, "the Python environment the bridge") || strings.HasPrefix(py.Source, "the active virtual environment") {
+		launcher, interp := jupyter.LauncherPython(jupyter.Options{})
+		if launcher != "" && filepath.Dir(interp) != filepath.Dir(py.Path) && filepath.Dir(interp) != filepath.Dir(py.Executable) {
+			r.add("warning", "jupyter on PATH (%s) runs %s, which does not see %s's packages (the bridge, jupyter-server-proxy): start Jupyter with %s -m jupyter lab (or pip install jupyterlab there, which puts its own jupyter on that environment's PATH)", launcher, interp, py.Prefix, py.Path)
+		}
+	}
+}
+
+// pipAdvice says how to install pkg for py: its own pip, or, where PEP 668
+// makes that pip refuse (a distribution's Python), a venv over it.
+func pipAdvice(py *jupyter.Python, pkg string) string {
+	if py.ExternallyManaged {
+		return fmt.Sprintf("%s is the system's (PEP 668: its pip refuses to install), so make a venv that sees its Jupyter, %s -m venv --system-site-packages ~/jupyter-venv, install there (~/jupyter-venv/bin/pip install %s megane-jupyter-bridge) and start Jupyter with ~/jupyter-venv/bin/python -m jupyter lab", py.Path, py.Path, pkg)
+	}
+	return fmt.Sprintf("install it with %s -m pip install %s", py.Path, pkg)
 }
 
 func orNone(s string) string {

@@ -13,7 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,9 +107,10 @@ func TestWheelInstall(t *testing.T) {
 		{"version", info.Version, version},
 		{"tags", strings.Join(info.Tags, "."), "manylinux_2_17_" + arch + ".manylinux2014_" + arch + ".musllinux_1_1_" + arch},
 		{"Metadata-Version", info.Metadata["Metadata-Version"], "2.4"},
-		{"License-Expression", info.Metadata["License-Expression"], "MIT"},
+		{"License-Expression", info.Metadata["License-Expression"], "MIT AND Apache-2.0 AND BSD-2-Clause AND BSD-3-Clause"},
 		{"Requires-Dist", strings.Join(info.RequiresDist, ", "), "jupyter-server-proxy>=4"},
-		{"Requires-Python", info.Metadata["Requires-Python"], ">=3.8"},
+		{"Requires-Python", info.Metadata["Requires-Python"], ">=3.9"},
+		{"built by", info.GoVersion, pinnedGo(t)},
 		{"binary mode", info.Files["megane_jupyter_bridge/bin/megane-jupyter-bridge"].String(), "-rwxr-xr-x"},
 	} {
 		if c.got != c.want {
@@ -169,8 +172,8 @@ func TestWheelInstall(t *testing.T) {
 	for _, cmd := range [][]string{{bin, "version"}, {filepath.Join(venv, "bin", "megane-jupyter-bridge"), "version"}, {vpy, "-m", "megane_jupyter_bridge", "version"}} {
 		out := runOK(t, "", cmd[0], cmd[1:]...)
 		lines := strings.Split(out, "\n")
-		if lines[0] != "megane-jupyter-bridge "+version || !strings.Contains(out, "\ncommit: ") || !strings.Contains(out, "\ngo: "+runtime.Version()+" linux/") {
-			t.Errorf("%s: %q, want version %s, a commit line and go %s", strings.Join(cmd, " "), out, version, runtime.Version())
+		if lines[0] != "megane-jupyter-bridge "+version || !strings.Contains(out, "\ncommit: ") || !strings.Contains(out, "\ngo: "+pinnedGo(t)+" linux/") {
+			t.Errorf("%s: %q, want version %s, a commit line and go %s (go.mod's toolchain line: make wheels builds with it)", strings.Join(cmd, " "), out, version, pinnedGo(t))
 		}
 		if gitErr == nil && !strings.Contains(out, "\ncommit: "+strings.TrimSpace(string(head))) {
 			t.Errorf("%s: %q, want the commit line to name HEAD, %s", strings.Join(cmd, " "), out, head)
@@ -252,6 +255,53 @@ func TestWheelInstall(t *testing.T) {
 		}
 	}
 
+	// The admin's setup of issue 37: a venv made over the distribution's
+	// Jupyter (--system-site-packages, no jupyter launcher of its own), the
+	// wheel pip-installed there, the venv active, and the system's jupyter
+	// launcher (its #! line: /usr/bin/python3, which PEP 668 manages) next
+	// on PATH. doctor judges the venv's Python, which the console script
+	// runs, says so in its first line, exits 0, and says how to start
+	// Jupyter so that it sees the venv; install --sys-prefix writes into
+	// the venv, not /usr/etc/jupyter.
+	os.Remove(filepath.Join(venv, "bin", "jupyter"))
+	sysBin := t.TempDir()
+	sysLauncher := jupytertest.Launcher(t, sysBin, "/usr/bin/python3")
+	venvEnv := []string{"VIRTUAL_ENV=" + venv}
+	for _, kv := range doctorEnv {
+		if strings.HasPrefix(kv, "PATH=") {
+			kv = "PATH=" + filepath.Join(venv, "bin") + ":" + sysBin + ":" + jupytertest.HostPath(t, "python3")
+		}
+		venvEnv = append(venvEnv, kv)
+	}
+	os.WriteFile(cfgFile, []byte(`{}`), 0o600)
+	doctor := exec.Command(filepath.Join(venv, "bin", "megane-jupyter-bridge"), "doctor")
+	doctor.Env = venvEnv
+	out, err := doctor.CombinedOutput()
+	first, _, _ := strings.Cut(string(out), "\n")
+	if want := "ok:      Jupyter's Python: " + vpy + ", found by the Python environment the bridge is installed in (" + venv + ")"; err != nil || !strings.HasPrefix(first, want) ||
+		!strings.Contains(string(out), "warning: jupyter on PATH ("+sysLauncher+") runs /usr/bin/python3, which does not see "+venv+"'s packages") ||
+		!strings.Contains(string(out), "start Jupyter with "+vpy+" -m jupyter lab") {
+		t.Errorf("doctor in a venv over the system's Jupyter: exit %v, first line %q, want exit 0, %q first, and how to start Jupyter from the venv:\n%s", err, first, want, out)
+	}
+	install := exec.Command(filepath.Join(venv, "bin", "megane-jupyter-bridge"), "install", "--sys-prefix")
+	install.Env = venvEnv
+	if out, err := install.CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "--sys-prefix: "+venv+", the sys.prefix of "+vpy) ||
+		!strings.Contains(string(out), filepath.Join(venv, "etc", "jupyter", "jupyter_server_config.json")) {
+		t.Errorf("install --sys-prefix from the venv: exit %v, want it to write %s/etc/jupyter and say why:\n%s", err, venv, out)
+	}
+	uninstall := exec.Command(filepath.Join(venv, "bin", "megane-jupyter-bridge"), "uninstall", "--sys-prefix")
+	uninstall.Env = venvEnv
+	if out, err := uninstall.CombinedOutput(); err != nil || !strings.Contains(string(out), "removed") {
+		t.Errorf("uninstall --sys-prefix from the venv: exit %v:\n%s", err, out)
+	}
+	// The system's Python without jupyter-server-proxy: the advice is a
+	// venv, never a pip install that PEP 668 refuses.
+	sysDoctor := exec.Command(filepath.Join(venv, "bin", "megane-jupyter-bridge"), "doctor", "--python", "/usr/bin/python3")
+	sysDoctor.Env = slices.DeleteFunc(slices.Clone(venvEnv), func(kv string) bool { return strings.HasPrefix(kv, "PYTHONPATH=") })
+	if out, _ := sysDoctor.CombinedOutput(); !strings.Contains(string(out), "error:   jupyter-server-proxy is not installed for /usr/bin/python3: /usr/bin/python3 is the system's (PEP 668: its pip refuses to install), so make a venv") {
+		t.Errorf("doctor --python /usr/bin/python3: want the venv advice for PEP 668:\n%s", out)
+	}
+
 	// Jupyter in the venv, the stand-in registering servers from entry
 	// points: only the tool servers are configured.
 	exe, err := os.Executable()
@@ -289,4 +339,19 @@ func TestWheelInstall(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pinnedGo is go.mod's toolchain line (go1.27.3): the Go make wheels
+// builds every binary with, whatever Go runs the test.
+func pinnedGo(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^toolchain (go\S+)\r?$`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("go.mod has no toolchain line")
+	}
+	return string(m[1])
 }

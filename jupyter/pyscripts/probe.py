@@ -19,6 +19,7 @@ out = {
     "server_proxy": False,
     "notebook_shim": False,
     "env_auto": False,
+    "externally_managed": False,
 }
 try:
     out["userbase"] = site.getuserbase() if hasattr(site, "getuserbase") else site.USER_BASE
@@ -60,6 +61,16 @@ try:
     venv = sys.prefix != out["base_prefix"]
     conda = bool(cp) and sys.prefix.startswith(cp) and os.environ.get("CONDA_DEFAULT_ENV", "base") != "base"
     out["env_auto"] = bool(owned and (venv or conda))
+except Exception:
+    pass
+# PEP 668: a distribution's Python (Debian's /usr/bin/python3) whose pip
+# refuses to install; a venv made over it is not.
+try:
+    import sysconfig
+
+    out["externally_managed"] = sys.prefix == out["base_prefix"] and os.path.isfile(
+        os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")
+    )
 except Exception:
     pass
 sys.stdout.write(json.dumps(out))
