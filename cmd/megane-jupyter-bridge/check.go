@@ -75,6 +75,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	var all []finding
+	if !*asJSON {
+		fmt.Fprintf(stdout, "the Builder Tool Contract (version 1), whose sections the § numbers below are: %s\n", contractURL)
+	}
 	for _, e := range entries {
 		got := checkServer(ctx, cfg, e, *timeout, "")
 		all = append(all, got...)
@@ -99,7 +102,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	if fails > 0 {
-		return fmt.Errorf("check: %d finding(s) fail the Builder Tool Contract", fails)
+		return fmt.Errorf("check: %d finding(s) fail the Builder Tool Contract (%s)", fails, contractURL)
 	}
 	return nil
 }

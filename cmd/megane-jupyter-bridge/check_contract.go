@@ -15,6 +15,12 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
+// contractURL is the Builder Tool Contract the checks implement, at a
+// pinned commit of megane-labs/megane (the newest this project's machines
+// could read; the contract's own § numbers, which every finding cites, are
+// the same there and in ../shared/reference/builder-tool-contract.txt).
+const contractURL = "https://github.com/megane-labs/megane/blob/d302d16071eb921e766c12a72627ead09af2799e/docs/docs/dev/builder-tools.md"
+
 // builderMeta is the _meta key that makes a tool a Builder button (§3).
 const builderMeta = "io.github.megane-labs/builder"
 
