@@ -228,9 +228,31 @@ func UninstallRegistration(path string) (changed bool, err error) {
 		}
 	}
 	if string(bytes.TrimSpace(data)) == "{}" {
-		return true, os.Remove(path)
+		if err := os.Remove(path); err != nil {
+			return true, err
+		}
+		removeEmptyDirs(path)
+		return true, nil
 	}
 	return true, writeConfig(path, data, mode)
+}
+
+// removeEmptyDirs removes, after the config file at path was removed, the
+// directories install may have made for it when they are left empty: its
+// own (…/jupyter, ~/.jupyter) and, in a venv, the etc above it (a venv has
+// none of its own). A directory that holds anything stays.
+func removeEmptyDirs(path string) {
+	dir := filepath.Dir(path)
+	if os.Remove(dir) != nil {
+		return // not empty, or not ours to remove
+	}
+	etc := filepath.Dir(dir)
+	if filepath.Base(etc) != "etc" {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(etc), "pyvenv.cfg")); err == nil {
+		os.Remove(etc)
+	}
 }
 
 func readForEdit(path string) ([]byte, os.FileMode, error) {

@@ -9,6 +9,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -293,6 +295,9 @@ func TestWheelInstall(t *testing.T) {
 	uninstall.Env = venvEnv
 	if out, err := uninstall.CombinedOutput(); err != nil || !strings.Contains(string(out), "removed") {
 		t.Errorf("uninstall --sys-prefix from the venv: exit %v:\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(venv, "etc")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("uninstall --sys-prefix left %s/etc, which install made (%v)", venv, err)
 	}
 	// The system's Python without jupyter-server-proxy: the advice is a
 	// venv, never a pip install that PEP 668 refuses.
