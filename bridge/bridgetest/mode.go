@@ -150,6 +150,9 @@ type Mode struct {
 	// arguments and result; a call to that tool returns the file's result,
 	// compacted, whatever the arguments.
 	FixtureCalls map[string]string `json:"fixtureCalls,omitempty"`
+	// FixtureWork makes fixture calls compute before they answer, as the
+	// reference server's synchronous tools do; nil answers at once.
+	FixtureWork *FixtureWork `json:"fixtureWork,omitempty"`
 	// ListPadBytes and ListPadDepth make every tools/list result carry
 	// one more member: "padding", a string of ListPadBytes bytes, and
 	// "nesting", ListPadDepth arrays nested in each other; a listing too
@@ -185,6 +188,24 @@ type Mode struct {
 	CompleteResults bool `json:"completeResults,omitempty"`
 	// EmptyVersion makes serverInfo.version "" (mcp 2.x's default).
 	EmptyVersion bool `json:"emptyVersion,omitempty"`
+}
+
+// FixtureWork is the work a fixture call does before it answers, built
+// like the reference server megane-builder-tools (the Python MCP SDK,
+// measured): each call runs its tool synchronously in a worker thread
+// (anyio.to_thread) that holds one lock for the whole server (the module
+// lock of RDKit and packmol's driver), spinning a CPU for MsPerUnit
+// milliseconds per unit of its integer argument Arg (1 unit when absent).
+// notifications/cancelled ends the call (no answer is sent), but with
+// IgnoreCancel the worker, which nothing can stop, keeps computing and
+// keeps the lock: the process stays busy, and the next call waits behind
+// it (polymer_chain with length 200 kept a core at 99 % for 41 s after a
+// cancel, and the next call waited 38–45 s). Without IgnoreCancel the
+// worker stops at the cancel.
+type FixtureWork struct {
+	Arg          string `json:"arg"`
+	MsPerUnit    int    `json:"msPerUnit"`
+	IgnoreCancel bool   `json:"ignoreCancel,omitempty"`
 }
 
 // PythonMCP1Mode is how the official Python SDK's mcp 1.29.0 (the newest

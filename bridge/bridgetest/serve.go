@@ -192,7 +192,9 @@ type server struct {
 	}
 	known map[string]bool // names in fixtureTools and extraTools; read-only after start
 
-	calls sync.WaitGroup // one per tools/call goroutine
+	calls sync.WaitGroup // one per tools/call goroutine and per FixtureWork worker
+	// work is the one lock FixtureWork's workers hold while they compute.
+	work sync.Mutex
 
 	mu       sync.Mutex       // guards inflight, added and closed
 	inflight map[string]*call // by the request id's bytes

@@ -62,7 +62,11 @@ func builtinTools() ([]toolDef, error) {
 func (s *server) startCall(id json.RawMessage, name string, args, progress json.RawMessage) {
 	var run func(s *server, c *callCtx)
 	if result, ok := s.fixtureCalls[name]; ok {
-		run = func(s *server, c *callCtx) { s.replyRaw(c.id, result) }
+		run = func(s *server, c *callCtx) {
+			if s.fixtureWork(c) {
+				s.replyRaw(c.id, result)
+			}
+		}
 	} else if s.mode.FixtureList == "" {
 		for _, t := range s.builtin {
 			if t.name == name {
@@ -109,6 +113,55 @@ func (s *server) startCall(id json.RawMessage, name string, args, progress json.
 		}()
 		run(s, c)
 	}()
+}
+
+// fixtureWork does Mode.FixtureWork for call c and reports whether c
+// should be answered (false when it was cancelled). The worker is a
+// goroutine of its own, counted in s.calls, so that with IgnoreCancel it
+// outlives the call (the abandoned thread) but not Serve.
+func (s *server) fixtureWork(c *callCtx) bool {
+	w := s.mode.FixtureWork
+	if w == nil {
+		return true
+	}
+	var a map[string]any
+	c.argsInto(&a)
+	units := 1.0
+	if n, ok := a[w.Arg].(float64); ok && n > 0 {
+		units = n
+	}
+	d := time.Duration(units * float64(w.MsPerUnit) * float64(time.Millisecond))
+	stop := c.serveCtx
+	if !w.IgnoreCancel {
+		stop = c.ctx
+	}
+	done := make(chan struct{})
+	s.calls.Add(1)
+	go func() {
+		defer s.calls.Done()
+		defer close(done)
+		s.work.Lock()
+		defer s.work.Unlock()
+		spin(stop, d)
+	}()
+	select {
+	case <-done:
+		return c.ctx.Err() == nil
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// spin keeps one CPU busy for d of wall time, or until ctx ends.
+func spin(ctx context.Context, d time.Duration) {
+	end := time.Now().Add(d)
+	x := 0
+	for ctx.Err() == nil && time.Now().Before(end) {
+		for i := range 100000 {
+			x += i
+		}
+	}
+	_ = x
 }
 
 // argsInto decodes the call's arguments into v, ignoring absent arguments.

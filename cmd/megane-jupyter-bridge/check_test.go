@@ -219,6 +219,48 @@ func TestCheckServers(t *testing.T) {
 			t.Fatalf("no Builder tool among %d recorded tools", len(l.Tools))
 		}
 	})
+	// A server built like the reference one: polymer_chain computes in a
+	// worker behind one lock, 40 ms per unit of length (the sample, length
+	// 10, ends in 0.4 s; length 200, the schema's maximum, would take 8 s).
+	// check asks for the long call to exercise cancellation; a server whose
+	// worker ignores the cancel fails twice, on its CPU after the cancel
+	// and on the next call's wait; one that stops passes.
+	for _, tc := range []struct {
+		name         string
+		ignore       bool
+		want, unwant []string
+	}{
+		{"a server that keeps computing a cancelled call", true,
+			[]string{"ok: polymer_chain: cancellation exercised with length=200", "fail: polymer_chain: still working after a cancel: the server's processes used ", "fail: polymer_chain: the call after a cancel waited: the same call took "},
+			nil},
+		{"a server that stops a cancelled call", false,
+			[]string{"ok: polymer_chain: cancellation exercised with length=200", "ok: polymer_chain: cancelled after 1s: the work stopped"},
+			[]string{"polymer_chain: still working", "polymer_chain: the call after a cancel waited"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			list := mustAbs(t, filepath.Join("..", "..", "..", "shared", "fixtures", "megane-reference", "tools-list.json"))
+			call := mustAbs(t, filepath.Join("..", "..", "..", "shared", "fixtures", "megane-reference", "call-polymer_chain.json"))
+			mode := bridgetest.Mode{Name: "megane-builder-tools", FixtureList: list, FixtureCalls: map[string]string{"polymer_chain": call},
+				FixtureWork: &bridgetest.FixtureWork{Arg: "length", MsPerUnit: 40, IgnoreCancel: tc.ignore}}
+			t.Setenv(bridgetest.EnvVar, strings.TrimPrefix(mode.Env(), bridgetest.EnvVar+"="))
+			out, _, _ := runCLI(t, "check", "--", exe, "-test.run=^$")
+			for _, line := range strings.Split(out, "\n") {
+				if strings.Contains(line, "polymer_chain: ") && strings.Contains(line, "§6") {
+					t.Log(line)
+				}
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("check lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tc.unwant {
+				if strings.Contains(out, w) {
+					t.Errorf("check says %q:\n%s", w, out)
+				}
+			}
+		})
+	}
 	t.Run("a result whose arrays do not match", func(t *testing.T) {
 		call := filepath.Join("..", "..", "..", "shared", "fixtures", "megane-reference", "call-polymer_chain.json")
 		data, err := os.ReadFile(call)
