@@ -308,7 +308,13 @@ func (t *tab) handleCall(m pageMessage) {
 		defer t.removePending(m.ID, p)
 		defer s.removeCall(c)
 		c.slot = &rawSlot{}
+		if note := s.busyNote(); note != "" {
+			c.progress(0, 0, note) // why this call may wait: the server still computes a cancelled one
+		}
 		raw, perr := s.callTool(ctx, c)
+		if ctx.Err() != nil {
+			s.noteCancel() // cancelled upstream (the page, the timeout, the tab closing): is the work stopping?
+		}
 		c.finish(raw, perr)
 		// What the queued result did not take of the reservation (an
 		// error, or no result) goes back.

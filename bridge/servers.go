@@ -27,6 +27,10 @@ type serverView struct {
 	// session's, and connected is true. A connect uses the entry as listed.
 	InUse  *ServerDescription `json:"inUse,omitempty"`
 	Stderr []string           `json:"stderr,omitempty"` // the latest stderr lines, while starting or after a failure
+	// BusyAfterCancelMs, when the server's processes have kept computing
+	// since a call was cancelled (a stdio server on Linux or Windows), is
+	// for how long: its next calls wait behind that work.
+	BusyAfterCancelMs int64 `json:"busyAfterCancelMs,omitempty"`
 }
 
 func viewOf(spec ServerSpec) *serverView {
@@ -74,10 +78,13 @@ func (t *tab) serversReply(m pageMessage) []byte {
 	}
 	totals := t.b.ServerCounters()
 	for _, v := range views {
-		if s := inUse[v.Name]; s != nil {
+		s := inUse[v.Name]
+		if s == nil {
+			s = t.b.pool.get(v.Name + "\x00" + v.Fingerprint)
+		}
+		if s != nil {
 			v.Calls = s.callCount()
-		} else if s := t.b.pool.get(v.Name + "\x00" + v.Fingerprint); s != nil {
-			v.Calls = s.callCount()
+			v.BusyAfterCancelMs = s.busyAfterCancelFor().Milliseconds()
 		}
 		c := totals[v.Name]
 		v.Totals = &c

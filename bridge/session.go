@@ -56,9 +56,15 @@ type session struct {
 	stopOnce sync.Once
 	cancel   context.CancelFunc // stops run; set at creation
 
-	heardAt atomic.Int64  // unix nanoseconds when the server last sent anything (liveness)
-	gone    chan string   // buffered(1): why the server is gone (liveness); read by run
-	told    chan struct{} // closed by run once the session ended and its tabs were told
+	heardAt atomic.Int64 // unix nanoseconds when the server last sent anything (liveness)
+	// cancelled: buffered(1): a call was cancelled; read by watchCancels.
+	cancelled chan struct{}
+	// busyAfterCancel: unix nanoseconds of the cancel since which the
+	// server has been measured busy, 0 when it is not; written by
+	// watchCancels (aftercancel.go).
+	busyAfterCancel atomic.Int64
+	gone            chan string   // buffered(1): why the server is gone (liveness); read by run
+	told            chan struct{} // closed by run once the session ended and its tabs were told
 
 	mu       sync.Mutex
 	listing  *listing                  // guarded by mu; nil until started
@@ -89,17 +95,18 @@ type toolInfo struct {
 
 func newSession(b *Bridge, spec ServerSpec) *session {
 	s := &session{
-		b:        b,
-		spec:     spec,
-		key:      sessionKey(spec),
-		ready:    make(chan struct{}),
-		done:     make(chan struct{}),
-		watchers: map[int]func(string){},
-		calls:    map[string]*call{},
-		holders:  map[*tab]int{},
-		relist:   make(chan struct{}, 1),
-		gone:     make(chan string, 1),
-		told:     make(chan struct{}),
+		b:         b,
+		spec:      spec,
+		key:       sessionKey(spec),
+		ready:     make(chan struct{}),
+		done:      make(chan struct{}),
+		watchers:  map[int]func(string){},
+		calls:     map[string]*call{},
+		holders:   map[*tab]int{},
+		relist:    make(chan struct{}, 1),
+		gone:      make(chan string, 1),
+		cancelled: make(chan struct{}, 1),
+		told:      make(chan struct{}),
 	}
 	s.markHeard()
 	s.tap = newTap(s.routeProgress)
@@ -291,6 +298,13 @@ func (s *session) run(ctx context.Context) {
 		defer close(livenessDone)
 		s.watchLiveness(lctx)
 	}()
+	cancelsDone := make(chan struct{})
+	go func() {
+		defer close(cancelsDone)
+		if conn.pipes != nil {
+			s.watchCancels(lctx, conn.pipes.Pgid(), conn.pipes.Pid())
+		}
+	}()
 	var reason string
 	onItsOwn := false
 loop:
@@ -315,6 +329,7 @@ loop:
 	}
 	stopLiveness()
 	<-livenessDone
+	<-cancelsDone
 	s.mu.Lock()
 	s.ended = true
 	if onItsOwn {

@@ -298,6 +298,12 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
       const tabs = Number(s.tabs) || 0;
       const calls = Number(s.calls) || 0;
       kv(dl, 'In use', tabs + (tabs === 1 ? ' tab, ' : ' tabs, ') + calls + (calls === 1 ? ' call' : ' calls') + ' in flight');
+      // The server kept computing after a call was cancelled: its next
+      // calls wait behind that work (the bridge measured its processes).
+      const busy = Number(s.busyAfterCancelMs) || 0;
+      if (busy > 0) {
+        kv(dl, 'Busy', 'still finishing a cancelled call, for ' + Math.round(busy / 1000) + ' s: its next calls wait until it is done', 'busy-after-cancel');
+      }
       // The bridge's own counters, the ones its metrics report.
       const tot = s.totals || {};
       const done = Number(tot.calls) || 0;

@@ -1,0 +1,111 @@
+package bridge_test
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/megane-labs/megane-jupyter-bridge/bridge"
+	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/child"
+)
+
+// TestBusyAfterCancel: a server built like the reference one (a
+// synchronous tool in a worker behind one lock, 40 ms of CPU per unit of
+// length) is cancelled 300 ms into a call of length 100 (4 s of work).
+// Where it ignores the cancel, the bridge measures its processes still
+// computing: tools:servers says for how long (busyAfterCancelMs), the next
+// call's first progress says why it waits, and once the work is done
+// both go. Where it stops, neither appears.
+func TestBusyAfterCancel(t *testing.T) {
+	if !child.CPUMeasured() {
+		t.Skip("the CPU time of processes is not measured on this OS (macOS): the bridge cannot tell")
+	}
+	dir := bridgetest.FixtureDir()
+	for _, ignore := range []bool{true, false} {
+		name := map[bool]string{true: "keeps computing", false: "stops"}[ignore]
+		t.Run(name, func(t *testing.T) {
+			ctx := testCtx(t, 60*time.Second)
+			spec := fakeServer(t, "megane-builder-tools", bridgetest.Mode{
+				FixtureList:  filepath.Join(dir, "tools-list.json"),
+				FixtureCalls: map[string]string{"polymer_chain": filepath.Join(dir, "call-polymer_chain.json")},
+				FixtureWork:  &bridgetest.FixtureWork{Arg: "length", MsPerUnit: 40, IgnoreCancel: ignore},
+			})
+			h := newHarness(t, bridge.Options{}, spec)
+			p := h.page(ctx)
+			connect(t, ctx, p, 1, spec)
+			args := map[string]any{"monomer": map[string]any{"name": "ethylene", "smiles": "CC"}, "head": 0, "tail": 1, "seed": 1, "length": 100}
+			if err := p.Send(map[string]any{"type": "tools:call", "id": "long", "server": spec.Name, "tool": "polymer_chain", "arguments": args}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if err := p.Send(map[string]any{"type": "tools:cancel", "id": "long"}); err != nil {
+				t.Fatal(err)
+			}
+			r, err := p.Reply(ctx, "tools:call", "long")
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustErr(t, r, bridge.CodeCancelled)
+			time.Sleep(2500 * time.Millisecond) // the grace and one window
+
+			busy := func() int64 {
+				t.Helper()
+				r, err := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var v struct {
+					Servers []struct {
+						Name              string `json:"name"`
+						BusyAfterCancelMs int64  `json:"busyAfterCancelMs"`
+					} `json:"servers"`
+				}
+				json.Unmarshal(r.Raw, &v)
+				for _, s := range v.Servers {
+					if s.Name == spec.Name {
+						return s.BusyAfterCancelMs
+					}
+				}
+				t.Fatalf("tools:servers lacks %s: %s", spec.Name, r.Raw)
+				return 0
+			}
+			if b := busy(); ignore && b < 1000 || !ignore && b != 0 {
+				t.Fatalf("2.8 s after the cancel, busyAfterCancelMs is %d; want at least 1000 when the server ignores it, none when it stops", b)
+			}
+			args["length"] = 1
+			if err := p.Send(map[string]any{"type": "tools:call", "id": "next", "server": spec.Name, "tool": "polymer_chain", "arguments": args}); err != nil {
+				t.Fatal(err)
+			}
+			r, err = p.Reply(ctx, "tools:call", "next")
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustOK(t, r)
+			var note string
+			for _, m := range p.All() {
+				if m.Type == "tools:progress" && string(m.ID) == `"next"` {
+					var pr struct{ Message string }
+					json.Unmarshal(m.Raw, &pr)
+					note = pr.Message
+					break
+				}
+			}
+			const want = "megane-builder-tools is still finishing a cancelled call"
+			if ignore != strings.HasPrefix(note, want) {
+				t.Fatalf("the next call's first progress is %q; want it to begin %q only when the server ignored the cancel", note, want)
+			}
+			if ignore {
+				deadline := time.Now().Add(10 * time.Second)
+				for busy() != 0 {
+					if time.Now().After(deadline) {
+						t.Fatal("busyAfterCancelMs stayed after the cancelled work was done")
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+			}
+		})
+	}
+}
