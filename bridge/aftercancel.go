@@ -115,6 +115,14 @@ func (s *session) watchCancels(ctx context.Context, pgid, pid int) {
 			if s.busyAfterCancel.CompareAndSwap(0, cancelledAt.UnixNano()) {
 				log.Warn("server still computing after a cancelled call: its next calls wait", "cpus", fmt.Sprintf("%.2f", cpus))
 			}
+			if bound := s.b.opts.RestartBusyAfterCancel; bound > 0 {
+				if busy := s.busyAfterCancelFor(); busy >= bound {
+					why := fmt.Sprintf("restarted: it kept computing a cancelled call for %s (restart_busy_after_cancel)", busy.Round(time.Second))
+					log.Warn("ending the session of a server busy after a cancel", "busy", busy.Round(time.Millisecond), "bound", bound)
+					s.declareGone(why)
+					return
+				}
+			}
 		}
 	}
 }

@@ -109,3 +109,49 @@ func TestBusyAfterCancel(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartBusyAfterCancel: with RestartBusyAfterCancel, a server still
+// computing that long after a cancel has its session ended: the tab is
+// told why (tools:closed), and a new connect gets a fresh server whose
+// call does not wait behind the abandoned work.
+func TestRestartBusyAfterCancel(t *testing.T) {
+	if !child.CPUMeasured() {
+		t.Skip("the CPU time of processes is not measured on this OS (macOS): the bridge cannot tell")
+	}
+	dir := bridgetest.FixtureDir()
+	ctx := testCtx(t, 60*time.Second)
+	spec := fakeServer(t, "megane-builder-tools", bridgetest.Mode{
+		FixtureList:  filepath.Join(dir, "tools-list.json"),
+		FixtureCalls: map[string]string{"polymer_chain": filepath.Join(dir, "call-polymer_chain.json")},
+		FixtureWork:  &bridgetest.FixtureWork{Arg: "length", MsPerUnit: 100, IgnoreCancel: true},
+	})
+	h := newHarness(t, bridge.Options{RestartBusyAfterCancel: 2 * time.Second}, spec)
+	p := h.page(ctx)
+	connect(t, ctx, p, 1, spec)
+	args := map[string]any{"monomer": map[string]any{"name": "ethylene", "smiles": "CC"}, "head": 0, "tail": 1, "seed": 1, "length": 200} // 20 s of work
+	if err := p.Send(map[string]any{"type": "tools:call", "id": "long", "server": spec.Name, "tool": "polymer_chain", "arguments": args}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := p.Send(map[string]any{"type": "tools:cancel", "id": "long"}); err != nil {
+		t.Fatal(err)
+	}
+	closed, err := p.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:closed" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(closed.Raw), "restarted: it kept computing a cancelled call for ") {
+		t.Fatalf("tools:closed %s: want the reason, restart_busy_after_cancel", closed.Raw)
+	}
+	connect(t, ctx, p, 2, spec)
+	args["length"] = 1
+	start := time.Now()
+	r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": "next", "server": spec.Name, "tool": "polymer_chain", "arguments": args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, r)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the call on the fresh server took %s: it waited behind the abandoned work", took)
+	}
+}

@@ -94,6 +94,14 @@ type Options struct {
 	WriteTimeout   time.Duration // for one frame; if zero, 30s
 	InitTimeout    time.Duration // for initialize and tools/list; if zero, 10 minutes
 	CallTimeoutMax time.Duration // if zero, 30 minutes
+	// RestartBusyAfterCancel ends the session of a stdio server whose
+	// processes are still computing this long after one of its calls was
+	// cancelled (aftercancel.go): its tabs are told (tools:closed) and its
+	// calls in flight fail with the reason, so no call waits silently
+	// behind work nobody wants; the next connect starts it afresh. If zero,
+	// never: such a server is only reported ([limits]
+	// restart_busy_after_cancel).
+	RestartBusyAfterCancel time.Duration
 	IdleGrace      time.Duration // how long a session no tab holds lives on; if zero, 5s; negative, none
 	ChunkTimeout   time.Duration // an inbound chunk sequence must complete within this (a timer drops it); if zero, 60s
 	// ChunkMemory bounds the bytes declared by the incomplete inbound chunk

@@ -62,6 +62,9 @@ type AdminSettings struct {
 	MemoryLimit  int64 // [limits] memory_limit: the bridge's memory ceiling, bytes
 
 	CallTimeoutMax time.Duration // [limits] call_timeout_max: longest a tools/call may run
+	// [limits] restart_busy_after_cancel: end the session of a stdio server
+	// still computing this long after a cancel; 0 (the default): only report it
+	RestartBusyAfterCancel time.Duration
 	InitTimeout    time.Duration // [limits] init_timeout: longest a server may take to initialize
 
 	MaxCallsPerTab    int // [limits] max_calls_per_tab: calls in flight per tab
@@ -131,7 +134,7 @@ var adminTop = []string{"allow_user_servers", "default_server", "strip_env", "st
 var adminMetrics = []string{"public_on_loopback"}
 var adminAudit = []string{"file", "max_bytes", "keep"}
 var adminLimits = []string{"frame_limit", "inbound_limit", "result_limit", "memory_limit", "call_timeout_max", "init_timeout", "max_calls_per_tab", "max_calls_per_server",
-	"outbound_bytes", "outbound_total", "chunk_memory", "inbound_memory", "result_memory", "max_pending_connects"}
+	"outbound_bytes", "outbound_total", "chunk_memory", "inbound_memory", "result_memory", "max_pending_connects", "restart_busy_after_cancel"}
 
 // readAdminFile decodes one admin file strictly. A syntax error makes the
 // whole file unusable; any other problem drops only its key (or server).
@@ -289,12 +292,17 @@ func (af *adminFile) setLimit(k string, v any) error {
 		default:
 			af.a.ResultLimit = n
 		}
-	case "call_timeout_max", "init_timeout":
+	case "call_timeout_max", "init_timeout", "restart_busy_after_cancel":
 		d, err := tomlDuration(v)
 		if err != nil {
 			return err
 		}
-		if k == "call_timeout_max" {
+		if k == "restart_busy_after_cancel" {
+			if d < 5*time.Second {
+				return fmt.Errorf("at least 5s: the bridge measures a server's processes from 1 s after a cancel, one second at a time")
+			}
+			af.a.RestartBusyAfterCancel = d
+		} else if k == "call_timeout_max" {
 			af.a.CallTimeoutMax = d
 		} else {
 			af.a.InitTimeout = d
@@ -460,6 +468,9 @@ func mergeAdmin(files []*adminFile) AdminSettings {
 		}
 		if s["limits.init_timeout"] {
 			a.InitTimeout = f.a.InitTimeout
+		}
+		if s["limits.restart_busy_after_cancel"] {
+			a.RestartBusyAfterCancel = f.a.RestartBusyAfterCancel
 		}
 		if s["limits.max_calls_per_tab"] {
 			a.MaxCallsPerTab = f.a.MaxCallsPerTab

@@ -229,6 +229,7 @@ chunk_memory = "128MiB"
 inbound_memory = "96MiB"
 max_pending_connects = 2
 frmae_limit = 3
+restart_busy_after_cancel = "90s"
 
 [mcp_servers.shipped]
 command = "tool"
@@ -243,7 +244,7 @@ url = "http://example.org/mcp"
 	must(t, err)
 	a := cfg.Admin
 	if a.FrameLimit != 4<<20 || a.ResultLimit != 1<<20 || a.MemoryLimit != 2<<30 || a.InitTimeout != 2*time.Minute || a.CallTimeoutMax != 10*time.Minute || a.MaxCallsPerTab != 4 || a.AllowUserServers ||
-		a.OutboundBytes != 300<<20 || a.OutboundTotal != 2<<30 || a.ChunkMemory != 128<<20 || a.InboundMemory != 96<<20 || a.MaxPendingConnects != 2 {
+		a.OutboundBytes != 300<<20 || a.OutboundTotal != 2<<30 || a.ChunkMemory != 128<<20 || a.InboundMemory != 96<<20 || a.MaxPendingConnects != 2 || a.RestartBusyAfterCancel != 90*time.Second {
 		t.Errorf("admin = %+v", a)
 	}
 	if !a.Strips("JUPYTERHUB_API_TOKEN") || !a.Strips("MY_SECRET") || !a.Strips("CLOUD_KEY") || a.Strips("JUPYTERHUB_USER") {
@@ -259,7 +260,7 @@ url = "http://example.org/mcp"
 	toml := filepath.Join(s.dir, "etc", AdminFileName)
 	for _, want := range []string{
 		toml + `:16: limits.frmae_limit: unknown key`,
-		toml + `:23: server "broken": url must use https`,
+		toml + `:24: server "broken": url must use https`,
 		user + ": MeganeBuilderTools.mcp_servers is ignored: the admin allows only servers from env and system configuration",
 		ignored + ": ignored: admin settings are read only from the env and system config directories",
 	} {
