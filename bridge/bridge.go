@@ -102,8 +102,8 @@ type Options struct {
 	// never: such a server is only reported ([limits]
 	// restart_busy_after_cancel).
 	RestartBusyAfterCancel time.Duration
-	IdleGrace      time.Duration // how long a session no tab holds lives on; if zero, 5s; negative, none
-	ChunkTimeout   time.Duration // an inbound chunk sequence must complete within this (a timer drops it); if zero, 60s
+	IdleGrace              time.Duration // how long a session no tab holds lives on; if zero, 5s; negative, none
+	ChunkTimeout           time.Duration // an inbound chunk sequence must complete within this (a timer drops it); if zero, 60s
 	// ChunkMemory bounds the bytes declared by the incomplete inbound chunk
 	// sequences of all tabs together (each tab's are also within
 	// InboundLimit); a sequence that would exceed it is refused busy. If

@@ -65,7 +65,7 @@ type AdminSettings struct {
 	// [limits] restart_busy_after_cancel: end the session of a stdio server
 	// still computing this long after a cancel; 0 (the default): only report it
 	RestartBusyAfterCancel time.Duration
-	InitTimeout    time.Duration // [limits] init_timeout: longest a server may take to initialize
+	InitTimeout            time.Duration // [limits] init_timeout: longest a server may take to initialize
 
 	MaxCallsPerTab    int // [limits] max_calls_per_tab: calls in flight per tab
 	MaxCallsPerServer int // [limits] max_calls_per_server: calls in flight per server
