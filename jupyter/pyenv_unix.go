@@ -29,3 +29,9 @@ func installedPrefix(bin string) string {
 func envInterpreters(prefix string) []string {
 	return []string{filepath.Join(prefix, "bin", "python3"), filepath.Join(prefix, "bin", "python")}
 }
+
+// envScript is where an environment at prefix keeps its console script
+// name (pip's and uv's bin/).
+func envScript(prefix, name string) string {
+	return filepath.Join(prefix, "bin", name)
+}

@@ -27,3 +27,9 @@ func installedPrefix(bin string) string {
 func envInterpreters(prefix string) []string {
 	return []string{filepath.Join(prefix, "Scripts", "python.exe"), filepath.Join(prefix, "python.exe")}
 }
+
+// envScript is where an environment at prefix keeps its console script
+// name (a venv's Scripts\, name.exe).
+func envScript(prefix, name string) string {
+	return filepath.Join(prefix, "Scripts", name+".exe")
+}

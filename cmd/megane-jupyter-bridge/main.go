@@ -117,6 +117,8 @@ commands:
   install      register the bridge with jupyter-server-proxy
   uninstall    remove that registration
   approvals    "approvals reset" revokes every confirmation receipt
+  prefetch-default
+               install the default reference server where it starts offline
   demo-tools   the demo Builder tool server (MCP on stdin/stdout), which the
                bridge starts for make run; not run by hand
   version      print the version, the commit and the Go version
@@ -154,6 +156,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runUninstall(ctx, rest, stdout, stderr)
 	case "approvals":
 		return runApprovals(ctx, rest, stdout, stderr)
+	case "prefetch-default":
+		return runPrefetch(ctx, rest, stdout, stderr)
 	case "demo-tools":
 		return runDemoTools(ctx, rest, stdin, stdout, stderr)
 	case "version", "--version", "-version":
