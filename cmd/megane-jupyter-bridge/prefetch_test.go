@@ -70,7 +70,7 @@ func TestPrefetchDefault(t *testing.T) {
 	t.Setenv("JUPYTER_CONFIG_DIR", filepath.Join(home, ".jupyter"))
 	t.Setenv("JUPYTER_CONFIG_PATH", "")
 	t.Setenv("PATH", jupytertest.HostPath(t, "python3")) // python3, and no uv, no megane-builder-tools
-	t.Setenv(asProgramEnv, "1")                            // the stand-in runs this binary as the bridge
+	t.Setenv(asProgramEnv, "1")                          // the stand-in runs this binary as the bridge
 	wheel := standInWheel(t, t.TempDir(), exe)
 
 	out, errOut, err := runCLI(t, "prefetch-default", "--from", wheel, "--", "--no-index")
