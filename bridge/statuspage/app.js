@@ -136,6 +136,10 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
     return u.href;
   }
   const pageToken = new URLSearchParams(location.search).get('token') || undefined;
+  // 'token' when the bridge runs without Jupyter (standalone): the token at
+  // once, so that no refused cookie attempt is logged and audited first.
+  const authMeta = document.querySelector('meta[name="megane-auth"]');
+  const pageAuth = authMeta && authMeta.content === 'token' && pageToken ? 'token' : 'auto';
 
   function setSocketState(text, cls) {
     const s = byId('socket-state');
@@ -1747,7 +1751,7 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
   // ---- start -----------------------------------------------------------------
 
   function start() {
-    state.client = client.createBridge(socketURL(), { token: pageToken, onStatus, onServerClosed: onClosed });
+    state.client = client.createBridge(socketURL(), { token: pageToken, auth: pageAuth, onStatus, onServerClosed: onClosed });
     byId('reconnect').onclick = openSocket;
     byId('refresh').onclick = refreshServers;
     byId('runner-server').onchange = () => renderRunner();

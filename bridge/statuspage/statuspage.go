@@ -34,10 +34,18 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 
 // handler serves the embedded files. It is read-only after Handler.
 type handler struct {
+	tokenFirst bool // Options.TokenFirst
 	index  *template.Template // index.html; its asset URLs carry the request's token
 	js     []byte
 	css    []byte
 	client []byte // builder-tools-client.js
+}
+
+// Options says how the page connects.
+type Options struct {
+	// TokenFirst: the bridge runs without Jupyter (standalone), so a page
+	// opened with ?token= sends it at once. If false, cookie first.
+	TokenFirst bool
 }
 
 // Handler returns the page's handler. The bridge mounts it with the page
@@ -47,7 +55,13 @@ type handler struct {
 // In standalone mode the page is opened as .../?token=T and every request
 // must carry the token, so index.html's script and style URLs repeat the
 // request's token query parameter (and nothing else of the query).
-func Handler() http.Handler {
+//
+// With opts.TokenFirst the page sends the token it was opened with on its
+// first socket (standalone mode: no proxy logs the socket's query, and no
+// cookie could admit it); without, it tries the browser's cookie first and
+// the token only if that is refused (under jupyter-server-proxy, which
+// logs a socket's query in clear).
+func Handler(opts Options) http.Handler {
 	read := func(name string) []byte {
 		b, err := files.ReadFile(name)
 		if err != nil { // embedded at build time: cannot fail
@@ -56,7 +70,8 @@ func Handler() http.Handler {
 		return b
 	}
 	return &handler{
-		index:  template.Must(template.New("index.html").Parse(string(read("index.html")))),
+		tokenFirst: opts.TokenFirst,
+		index:      template.Must(template.New("index.html").Parse(string(read("index.html")))),
 		js:     read("app.js"),
 		css:    read("style.css"),
 		client: read("builder-tools-client.js"),
@@ -77,9 +92,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/", "/index.html":
 		var buf bytes.Buffer
-		data := struct{ Query string }{}
+		data := struct {
+			Query string
+			Auth  string
+		}{Auth: "auto"}
 		if tok := r.URL.Query().Get("token"); tok != "" {
 			data.Query = "?" + url.Values{"token": {tok}}.Encode()
+			if h.tokenFirst {
+				data.Auth = "token"
+			}
 		}
 		if err := h.index.Execute(&buf, data); err != nil {
 			http.Error(w, "cannot render the status page", http.StatusInternalServerError)

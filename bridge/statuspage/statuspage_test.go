@@ -39,7 +39,7 @@ func body(t *testing.T, r *http.Response) string {
 }
 
 func TestHandlerServesEmbeddedFiles(t *testing.T) {
-	h := Handler()
+	h := Handler(Options{})
 	cases := []struct {
 		target, contentType, contains string
 	}{
@@ -85,7 +85,7 @@ func TestHandlerCarriesToken(t *testing.T) {
 		{"other parameters dropped", "?token=t&evil=%3Cb%3E", `href="style.css?token=t"`, "evil"},
 		{"no token", "?x=1", `src="app.js"`, "x=1"},
 	}
-	h := Handler()
+	h := Handler(Options{})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			b := body(t, get(t, h, http.MethodGet, "/"+c.query))
@@ -99,8 +99,32 @@ func TestHandlerCarriesToken(t *testing.T) {
 	}
 }
 
+// TestHandlerAuthFirst: a standalone bridge's page (TokenFirst) opened
+// with ?token= sends the token on its first socket, so no refused cookie
+// attempt is logged and audited before it; under Jupyter, or without a
+// token, it tries the cookie first.
+func TestHandlerAuthFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		tokenFirst bool
+		query      string
+		want       string
+	}{
+		{"standalone with a token", true, "?token=abc", `<meta name="megane-auth" content="token">`},
+		{"standalone without a token", true, "", `<meta name="megane-auth" content="auto">`},
+		{"under Jupyter", false, "?token=abc", `<meta name="megane-auth" content="auto">`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := body(t, get(t, Handler(Options{TokenFirst: tc.tokenFirst}), http.MethodGet, "/"+tc.query))
+			if !strings.Contains(b, tc.want) {
+				t.Errorf("page lacks %s:\n%s", tc.want, b[:min(len(b), 600)])
+			}
+		})
+	}
+}
+
 func TestHandlerRefuses(t *testing.T) {
-	h := Handler()
+	h := Handler(Options{})
 	cases := []struct {
 		method, target string
 		status         int

@@ -97,7 +97,7 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Write
 	w.closers = append(w.closers, closeCatalog)
 	w.opts = bridgeOptions(admin)
 	w.opts.Catalog, w.opts.Logger, w.opts.BaseURL = catalog, log, c.baseURL
-	w.opts.Page = statuspage.Handler()
+	w.opts.Page = statuspage.Handler(statuspage.Options{TokenFirst: c.standalone})
 	keyPath := c.receiptKey
 	if keyPath == "" {
 		p, err := jupyter.ReceiptKeyPath(os.Getenv)
