@@ -34,11 +34,11 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 
 // handler serves the embedded files. It is read-only after Handler.
 type handler struct {
-	tokenFirst bool // Options.TokenFirst
-	index  *template.Template // index.html; its asset URLs carry the request's token
-	js     []byte
-	css    []byte
-	client []byte // builder-tools-client.js
+	tokenFirst bool               // Options.TokenFirst
+	index      *template.Template // index.html; its asset URLs carry the request's token
+	js         []byte
+	css        []byte
+	client     []byte // builder-tools-client.js
 }
 
 // Options says how the page connects.
@@ -72,9 +72,9 @@ func Handler(opts Options) http.Handler {
 	return &handler{
 		tokenFirst: opts.TokenFirst,
 		index:      template.Must(template.New("index.html").Parse(string(read("index.html")))),
-		js:     read("app.js"),
-		css:    read("style.css"),
-		client: read("builder-tools-client.js"),
+		js:         read("app.js"),
+		css:        read("style.css"),
+		client:     read("builder-tools-client.js"),
 	}
 }
 
