@@ -96,3 +96,31 @@ func TestDocumentedCommands(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstBuildOffline: make build (what make run runs first) on a
+// machine that cannot fetch the pinned Go (here: a pin that does not
+// exist, with GOPROXY=off) builds with the local Go, at or above go.mod's
+// go line, and says so in one line naming what that costs; the binary
+// runs. Before, it stopped at "toolchain not available" with nothing
+// saying what to do.
+func TestFirstBuildOffline(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make on PATH")
+	}
+	bin := filepath.Join(t.TempDir(), "megane-jupyter-bridge")
+	cmd := exec.Command("make", "-s", "build", "BIN="+bin, "GOTOOLCHAIN=go1.99.0")
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Env = append(os.Environ(), "GOPROXY=off")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make build without the pinned Go: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "make: the pinned Go (go1.99.0) cannot be fetched (no network?): building with the local go") ||
+		!strings.Contains(lines[0], "known vulnerabilities") {
+		t.Fatalf("make build said %q; want one line naming the local Go and what it costs", out)
+	}
+	if v, err := exec.Command(bin, "version").Output(); err != nil || !strings.HasPrefix(string(v), "megane-jupyter-bridge ") {
+		t.Fatalf("%s version: %v %s", bin, err, v)
+	}
+}
