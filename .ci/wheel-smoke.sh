@@ -30,3 +30,15 @@ cp "$vendor/jupyter-server-proxy-4.4.0/jupyter_server_proxy/etc/jupyter_server_c
 printf '#!/tmp/megane-wheel-smoke/venv/bin/python3\nimport sys\nfrom jupyter_server.serverapp import main\nsys.exit(main())\n' > "$work/venv/bin/jupyter-server"
 chmod 755 "$work/venv/bin/jupyter-server"
 unshare --mount --propagation private /bin/sh -c 'mount -t proc proc "$0/proc" && exec chroot "$0" /usr/bin/env MEGANE_SMOKE_VENV=/tmp/megane-wheel-smoke/venv HOME=/tmp/megane-wheel-smoke PATH=/usr/bin:/bin /tmp/megane-wheel-smoke/cmd.test -test.run "^TestInstalledWheel$" -test.v' "$root"
+# The newcomer's check in that venv (jupyter_server 2.15, the real
+# jupyter-server-proxy): doctor, run as the README says, from a fresh HOME
+# with the venv active, exits 0 and names in its first line the venv's
+# Python, found as the one the bridge is installed in.
+mkdir -p "$work/home"
+doctor=$(chroot "$root" /usr/bin/env HOME=/tmp/megane-wheel-smoke/home VIRTUAL_ENV=/tmp/megane-wheel-smoke/venv \
+  PATH=/tmp/megane-wheel-smoke/venv/bin:/usr/bin:/bin megane-jupyter-bridge doctor) || { echo "$doctor"; echo "wheel-smoke: doctor exited non-zero in the venv"; exit 1; }
+first=$(echo "$doctor" | head -n1)
+case "$first" in
+  "ok:      Jupyter's Python: /tmp/megane-wheel-smoke/venv/bin/python3, found by the Python environment the bridge is installed in"*) echo "wheel-smoke: doctor in the venv exits 0; $first" ;;
+  *) echo "$doctor"; echo "wheel-smoke: doctor's first line does not name the venv's Python"; exit 1 ;;
+esac
