@@ -28,7 +28,7 @@ func TestIdleConnectionsDoNotLockOutPages(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("MEGANE_ABUSE_CONNS")); err == nil && v > 0 {
 		n = v
 	}
-	r := startServe(t, "--standalone", "--token", "tok", "--servers", demoServersFile(t, nil))
+	r := startServe(t, "--standalone", "--token", "tok-0123456789abcdef", "--servers", demoServersFile(t, nil))
 	defer r.stop()
 	// Children hold the idle connections (a process may have 20,000 files
 	// here, and the bridge's side of them is in this one).
@@ -47,7 +47,7 @@ func TestIdleConnectionsDoNotLockOutPages(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	p, _, err := bridgetest.Dial(ctx, "ws://"+r.addr+"/megane/builder-tools/ws?token=tok", nil)
+	p, _, err := bridgetest.Dial(ctx, "ws://"+r.addr+"/megane/builder-tools/ws?token=tok-0123456789abcdef", nil)
 	if err != nil {
 		t.Fatalf("a page could not connect while %d idle connections press: %v", n, err)
 	}

@@ -81,7 +81,7 @@ func BenchmarkFloor(b *testing.B) {
 		// The bridge in a process of its own, as deployed (in this
 		// process its memory ceiling would count the benchmark's too).
 		ready := filepath.Join(b.TempDir(), "ready")
-		cmd := exec.Command(exe, "serve", "--standalone", "--port", "0", "--ready-file", ready, "--token", "floor", "--servers", path)
+		cmd := exec.Command(exe, "serve", "--standalone", "--port", "0", "--ready-file", ready, "--token", "floor-token-0123456789", "--servers", path)
 		cmd.Env = append(os.Environ(), asProgramEnv+"=1")
 		var stderr bridgetest.Buffer
 		cmd.Stderr = &stderr
@@ -97,7 +97,7 @@ func BenchmarkFloor(b *testing.B) {
 				b.Fatalf("the bridge did not get ready:\n%s", stderr.String())
 			}
 		}
-		p := dial(b, "ws://"+strings.TrimSpace(string(addr))+"/megane/builder-tools/ws?token=floor")
+		p := dial(b, "ws://"+strings.TrimSpace(string(addr))+"/megane/builder-tools/ws?token=floor-token-0123456789")
 		connectBridgetest(b, p)
 		calls(b, p)
 	})

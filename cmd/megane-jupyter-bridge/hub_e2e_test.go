@@ -140,10 +140,10 @@ func TestHubEndToEnd(t *testing.T) {
 	// comparison: the same program and tool server, standalone.
 	const atoms = 500000
 	want := func() []byte {
-		r := startServe(t, "--standalone", "--token", "ref", "--servers", bridgetestServersFile(t, exe))
+		r := startServe(t, "--standalone", "--token", "ref-token-0123456789", "--servers", bridgetestServersFile(t, exe))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		p, _, err := bridgetest.Dial(ctx, "ws://"+r.addr+"/megane/builder-tools/ws?token=ref", nil)
+		p, _, err := bridgetest.Dial(ctx, "ws://"+r.addr+"/megane/builder-tools/ws?token=ref-token-0123456789", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

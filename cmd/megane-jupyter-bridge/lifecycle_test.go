@@ -64,7 +64,7 @@ func startBridgeProcessMode(t *testing.T, mode bridgetest.Mode, env ...string) *
 	dir := t.TempDir()
 	var rb [6]byte
 	rand.Read(rb[:])
-	bp := &bridgeProcess{token: "lifecycle-token", marker: "lifecycle-" + hex.EncodeToString(rb[:]),
+	bp := &bridgeProcess{token: "lifecycle-token-0123456789", marker: "lifecycle-" + hex.EncodeToString(rb[:]),
 		programProcess: &programProcess{stderr: &lockedBuffer{}, exited: make(chan struct{})}}
 	mode.Name = "slow-tools"
 	modeJSON, _ := json.Marshal(mode)

@@ -23,11 +23,11 @@ func TestLargeResultMemoryHandedBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pp := startProgram(t, nil, "--standalone", "--token", "release", "--servers", bridgetestServersFile(t, exe))
+	pp := startProgram(t, nil, "--standalone", "--token", "release-token-0123456789", "--servers", bridgetestServersFile(t, exe))
 	pid := pp.cmd.Process.Pid
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, _, err := bridgetest.Dial(ctx, "ws://"+pp.addr+"/megane/builder-tools/ws?token=release", nil)
+	p, _, err := bridgetest.Dial(ctx, "ws://"+pp.addr+"/megane/builder-tools/ws?token=release-token-0123456789", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

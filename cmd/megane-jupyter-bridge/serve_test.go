@@ -258,7 +258,7 @@ func TestServeStandaloneRefusals(t *testing.T) {
 }
 
 func TestServeBaseURLAndUnixSocket(t *testing.T) {
-	const token = "tok"
+	const token = "tok-0123456789abcdef"
 	dir, err := os.MkdirTemp("", "mjb")
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +279,7 @@ func TestServeBaseURLAndUnixSocket(t *testing.T) {
 // bridge runs changes the next tools:servers, and the changed entry has a
 // new fingerprint, so a page's old confirmation no longer connects it.
 func TestServeConfigEditWithoutRestart(t *testing.T) {
-	const token = "edit-token"
+	const token = "edit-token-0123456789"
 	file := demoServersFile(t, nil)
 	r := startServe(t, "--standalone", "--token", token, "--servers", file)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -376,7 +376,7 @@ func TestServeAllowOriginOnceWithJupyter(t *testing.T) {
 	// Standalone-only flags are refused with Jupyter, not ignored.
 	for _, tc := range []struct{ flag, value, want string }{
 		{"--allow-host", "lab.example", "megane-jupyter-bridge: --allow-host is for --standalone: with Jupyter, the Jupyter server checks the Host (ServerApp.allow_remote_access, ServerApp.local_hostnames)\n"},
-		{"--token", "tok-0123456789", "megane-jupyter-bridge: --token is for --standalone: with Jupyter, pages connect with Jupyter's own credentials\n"},
+		{"--token", "tok-0123456789abcdef", "megane-jupyter-bridge: --token is for --standalone: with Jupyter, pages connect with Jupyter's own credentials\n"},
 	} {
 		stderr, code = runProgram(t, nil, "serve", "--jupyter-url", "http://127.0.0.1:1/", tc.flag, tc.value)
 		if code != 2 || stderr != tc.want {
@@ -384,12 +384,12 @@ func TestServeAllowOriginOnceWithJupyter(t *testing.T) {
 		}
 	}
 	// Standalone takes several, each exactly.
-	r := startServe(t, "--standalone", "--token", "tok-0123456789", "--servers", demoServersFile(t, nil),
+	r := startServe(t, "--standalone", "--token", "tok-0123456789abcdef", "--servers", demoServersFile(t, nil),
 		"--allow-origin", "http://app.example", "--allow-origin", "http://lab.example")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, origin := range []string{"http://app.example", "http://lab.example"} {
-		p, _, err := bridgetest.Dial(ctx, "ws://"+r.addr+"/megane/builder-tools/ws?token=tok-0123456789", http.Header{"Origin": {origin}})
+		p, _, err := bridgetest.Dial(ctx, "ws://"+r.addr+"/megane/builder-tools/ws?token=tok-0123456789abcdef", http.Header{"Origin": {origin}})
 		if err != nil {
 			t.Fatalf("standalone, Origin %s: %v", origin, err)
 		}

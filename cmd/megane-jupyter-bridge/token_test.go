@@ -124,7 +124,7 @@ func TestServeTokenFileKeptAcrossRestarts(t *testing.T) {
 func TestServeTokenRefusals(t *testing.T) {
 	dir := t.TempDir()
 	shared := filepath.Join(dir, "shared.token")
-	if err := os.WriteFile(shared, []byte("tok-0123456789\n"), 0o600); err != nil {
+	if err := os.WriteFile(shared, []byte("tok-0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(shared, 0o644); err != nil {
@@ -138,8 +138,10 @@ func TestServeTokenRefusals(t *testing.T) {
 	}{
 		{"a token file others may read", []string{"serve", "--standalone", "--token-file", shared}, 1,
 			"megane-jupyter-bridge: --token-file: token file " + shared + " has mode 0644: its group or others may read or change it, and the token lets anyone run the configured tools (chmod 600 it)\n"},
-		{"--token and --token-file", []string{"serve", "--standalone", "--token", "tok-0123456789", "--token-file", shared}, 2,
+		{"--token and --token-file", []string{"serve", "--standalone", "--token", "tok-0123456789abcdef", "--token-file", shared}, 2,
 			"megane-jupyter-bridge: give the token once: --token or --token-file\n"},
+		{"a guessable --token", []string{"serve", "--standalone", "--token", "abc"}, 1,
+			"megane-jupyter-bridge: a standalone token of 3 characters can be guessed: give one of at least 16 (or none: the bridge makes 64 hex digits)\n"},
 		{"--token-file with Jupyter", []string{"serve", "--jupyter-url", "http://127.0.0.1:1/", "--token-file", shared}, 2,
 			"megane-jupyter-bridge: --token-file is for --standalone: with Jupyter, pages connect with Jupyter's own credentials\n"},
 	}

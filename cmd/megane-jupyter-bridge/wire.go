@@ -175,6 +175,21 @@ func bridgeOptions(admin jupyter.AdminSettings) bridge.Options {
 // envToken (MEGANE_BRIDGE_TOKEN's value), else a new random one. It logs
 // where the token came from, never the token.
 func standaloneToken(c *serveConfig, envToken string, log *slog.Logger) (string, error) {
+	token, err := standaloneTokenFrom(c, envToken, log)
+	if err != nil {
+		return "", err
+	}
+	if n := len(token); n < minTokenLength {
+		return "", fmt.Errorf("a standalone token of %d characters can be guessed: give one of at least %d (or none: the bridge makes 64 hex digits)", n, minTokenLength)
+	}
+	return token, nil
+}
+
+// minTokenLength is the shortest standalone token serve takes, from any
+// source: the token lets anyone who has it run the configured tools.
+const minTokenLength = 16
+
+func standaloneTokenFrom(c *serveConfig, envToken string, log *slog.Logger) (string, error) {
 	switch {
 	case c.token != "":
 		log.Warn("--token is visible to every local user in the process list (ps, /proc/<pid>/cmdline): use --token-file or " + auth.TokenEnv + " instead")

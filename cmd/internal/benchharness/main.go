@@ -368,7 +368,7 @@ func (c *config) startBridge(ctx context.Context) (*bridgeProc, error) {
 	if err := os.WriteFile(file, servers, 0o600); err != nil {
 		return nil, err
 	}
-	b := &bridgeProc{token: "bench-token", done: make(chan struct{})}
+	b := &bridgeProc{token: "bench-token-0123456789", done: make(chan struct{})}
 	b.cmd = exec.Command(c.bridgeBin, "serve", "--standalone", "--port", "0", "--token", b.token,
 		"--servers", file, "--ready-file", ready, "--log-level", "warn")
 	b.cmd.Env = append(os.Environ(), "HOME="+filepath.Join(dir, "home"), "JUPYTER_CONFIG_DIR="+filepath.Join(dir, "cfg"),
