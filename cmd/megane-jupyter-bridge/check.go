@@ -253,7 +253,7 @@ func callChecks(ctx context.Context, c *caller, fs *findings, bt *builderTool) {
 		return
 	}
 	if n := int64(len(o.raw)); n > c.resultLimit {
-		fs.add("fail", "§5.1", "the result is %d bytes, over the bridge's result limit of %d bytes ([limits] result_limit)", n, c.resultLimit)
+		fs.add("fail", bridgeRule, "the result is %d bytes, over the bridge's result limit of %d bytes ([limits] result_limit): the bridge refuses it whatever the contract allows (§5.1: up to 500 000 atoms)", n, c.resultLimit)
 	}
 	doc, _ := args[bt.DocProp].(map[string]any)
 	structure := checkResult(fs, bt, o.raw, doc)

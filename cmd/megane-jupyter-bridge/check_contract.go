@@ -38,6 +38,14 @@ type finding struct {
 
 // String is the finding as check prints it: one line, with whatever the
 // server supplied in it escaped (termSafe).
+// The sections of findings that are not the contract's: a rule of this
+// bridge (its limits), or its advice. Every other finding cites the
+// contract's section whose rule it checks.
+const (
+	bridgeRule   = "a limit of this bridge, not a rule of the contract"
+	bridgeAdvice = "advice of this bridge, not a rule of the contract"
+)
+
 func (f finding) String() string {
 	s := f.Level + ": "
 	if f.Tool != "" {

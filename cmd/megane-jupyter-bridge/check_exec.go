@@ -331,7 +331,7 @@ func timingFindings(fs *findings, bt *builderTool, took time.Duration, progress 
 	case took > limit:
 		fs.add("fail", "§6", "the call took %s, over the Builder's timeout of %s (max(60 s, 5 × expectedSeconds), at most 30 min): Builder cancels it", t, limit)
 	case hasExp && took.Seconds() > expectedSlack*exp:
-		fs.add("warn", "§6", "the call with sample arguments took %s, over %d × expectedSeconds (%v s): raise expectedSeconds, which sets the Builder's timeout", t, expectedSlack, exp)
+		fs.add("warn", bridgeAdvice, "the call with sample arguments took %s, over %d × expectedSeconds (%v s): raise expectedSeconds, which sets the Builder's timeout (§6)", t, expectedSlack, exp)
 	case !hasExp && took > progressAfter:
 		fs.add("warn", "§6", "the call took %s and the tool has no expectedSeconds: Builder shows a spinner and times out after %s", t, builderMinTimeout)
 	}

@@ -182,7 +182,7 @@ func TestCheckRules(t *testing.T) {
 			level: "fail", sect: "§6", want: "still working after a cancel"},
 		{name: "no progress", spec: slow(contractkit.Spec{WorkMs: 2500}, nil), level: "warn", sect: "§6", want: "sent no progress notification"},
 		{name: "longer than expectedSeconds", spec: slow(contractkit.Spec{WorkMs: 2500, Progress: true}, func(_, m, _ map[string]any) { m["expectedSeconds"] = 1 }),
-			level: "warn", sect: "§6", want: "over 2 × expectedSeconds (1 s)"},
+			level: "warn", sect: bridgeAdvice, want: "over 2 × expectedSeconds (1 s)"},
 		{name: "long call without expectedSeconds", spec: slow(contractkit.Spec{WorkMs: 2500, Progress: true}, func(_, m, _ map[string]any) { delete(m, "expectedSeconds") }),
 			level: "warn", sect: "§6", want: "has no expectedSeconds"},
 		// --timeout also bounds the server's start: 10 s leaves a loaded
