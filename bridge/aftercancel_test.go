@@ -2,7 +2,6 @@ package bridge_test
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,14 +22,13 @@ func TestBusyAfterCancel(t *testing.T) {
 	if !child.CPUMeasured() {
 		t.Skip("the CPU time of processes is not measured on this OS (macOS): the bridge cannot tell")
 	}
-	dir := bridgetest.FixtureDir()
 	for _, ignore := range []bool{true, false} {
 		name := map[bool]string{true: "keeps computing", false: "stops"}[ignore]
 		t.Run(name, func(t *testing.T) {
 			ctx := testCtx(t, 60*time.Second)
 			spec := fakeServer(t, "megane-builder-tools", bridgetest.Mode{
-				FixtureList:  filepath.Join(dir, "tools-list.json"),
-				FixtureCalls: map[string]string{"polymer_chain": filepath.Join(dir, "call-polymer_chain.json")},
+				FixtureList:  fixturePath(t, "tools-list.json"),
+				FixtureCalls: map[string]string{"polymer_chain": fixturePath(t, "call-polymer_chain.json")},
 				FixtureWork:  &bridgetest.FixtureWork{Arg: "length", MsPerUnit: 40, IgnoreCancel: ignore},
 			})
 			h := newHarness(t, bridge.Options{}, spec)
@@ -118,11 +116,10 @@ func TestRestartBusyAfterCancel(t *testing.T) {
 	if !child.CPUMeasured() {
 		t.Skip("the CPU time of processes is not measured on this OS (macOS): the bridge cannot tell")
 	}
-	dir := bridgetest.FixtureDir()
 	ctx := testCtx(t, 60*time.Second)
 	spec := fakeServer(t, "megane-builder-tools", bridgetest.Mode{
-		FixtureList:  filepath.Join(dir, "tools-list.json"),
-		FixtureCalls: map[string]string{"polymer_chain": filepath.Join(dir, "call-polymer_chain.json")},
+		FixtureList:  fixturePath(t, "tools-list.json"),
+		FixtureCalls: map[string]string{"polymer_chain": fixturePath(t, "call-polymer_chain.json")},
 		FixtureWork:  &bridgetest.FixtureWork{Arg: "length", MsPerUnit: 100, IgnoreCancel: true},
 	})
 	h := newHarness(t, bridge.Options{RestartBusyAfterCancel: 2 * time.Second}, spec)

@@ -150,6 +150,12 @@ type Mode struct {
 	// arguments and result; a call to that tool returns the file's result,
 	// compacted, whatever the arguments.
 	FixtureCalls map[string]string `json:"fixtureCalls,omitempty"`
+	// FixtureRequired makes a fixture call that lacks a required argument
+	// of its tool's inputSchema answer with a tool error, as the Python
+	// SDK's FastMCP (the reference server's) does: "Input validation
+	// error: 'NAME' is a required property". If false, every call returns
+	// the fixture's result.
+	FixtureRequired bool `json:"fixtureRequired,omitempty"`
 	// FixtureWork makes fixture calls compute before they answer, as the
 	// reference server's synchronous tools do; nil answers at once.
 	FixtureWork *FixtureWork `json:"fixtureWork,omitempty"`

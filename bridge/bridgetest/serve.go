@@ -191,6 +191,9 @@ type server struct {
 		Instructions json.RawMessage `json:"instructions"`
 	}
 	known map[string]bool // names in fixtureTools and extraTools; read-only after start
+	// required: each fixture tool's required arguments (its inputSchema's);
+	// read-only after start.
+	required map[string][]string
 
 	calls sync.WaitGroup // one per tools/call goroutine and per FixtureWork worker
 	// work is the one lock FixtureWork's workers hold while they compute.
@@ -327,6 +330,7 @@ func (s *server) loadFixtures() error {
 		if err := json.Unmarshal(data, &doc); err != nil {
 			return fmt.Errorf("fixture list %s: %w", s.mode.FixtureList, err)
 		}
+		s.required = map[string][]string{}
 		for _, t := range doc.Tools {
 			c, name, err := compactTool(t)
 			if err != nil {
@@ -334,6 +338,13 @@ func (s *server) loadFixtures() error {
 			}
 			s.fixtureTools = append(s.fixtureTools, c)
 			s.known[name] = true
+			var def struct {
+				InputSchema struct {
+					Required []string `json:"required"`
+				} `json:"inputSchema"`
+			}
+			json.Unmarshal(t, &def)
+			s.required[name] = def.InputSchema.Required
 		}
 	}
 	for _, t := range s.mode.Tools {

@@ -63,6 +63,16 @@ func (s *server) startCall(id json.RawMessage, name string, args, progress json.
 	var run func(s *server, c *callCtx)
 	if result, ok := s.fixtureCalls[name]; ok {
 		run = func(s *server, c *callCtx) {
+			if s.mode.FixtureRequired {
+				var a map[string]json.RawMessage
+				c.argsInto(&a)
+				for _, r := range s.required[c.name] {
+					if _, ok := a[r]; !ok {
+						s.reply(c.id, textResult(fmt.Sprintf("Input validation error: '%s' is a required property", r), nil, true))
+						return
+					}
+				}
+			}
 			if s.fixtureWork(c) {
 				s.replyRaw(c.id, result)
 			}
