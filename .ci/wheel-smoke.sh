@@ -35,8 +35,10 @@ unshare --mount --propagation private /bin/sh -c 'mount -t proc proc "$0/proc" &
 # with the venv active, exits 0 and names in its first line the venv's
 # Python, found as the one the bridge is installed in.
 mkdir -p "$work/home"
-doctor=$(chroot "$root" /usr/bin/env HOME=/tmp/megane-wheel-smoke/home VIRTUAL_ENV=/tmp/megane-wheel-smoke/venv \
-  PATH=/tmp/megane-wheel-smoke/venv/bin:/usr/bin:/bin megane-jupyter-bridge doctor) || { echo "$doctor"; echo "wheel-smoke: doctor exited non-zero in the venv"; exit 1; }
+# (/proc mounted, as on a real machine: the binary finds its own path there.)
+# shellcheck disable=SC2016 # $0 is expanded by the inner shell
+doctor=$(unshare --mount --propagation private /bin/sh -c 'mount -t proc proc "$0/proc" && exec chroot "$0" /usr/bin/env HOME=/tmp/megane-wheel-smoke/home VIRTUAL_ENV=/tmp/megane-wheel-smoke/venv PATH=/tmp/megane-wheel-smoke/venv/bin:/usr/bin:/bin megane-jupyter-bridge doctor' "$root") ||
+  { echo "$doctor"; echo "wheel-smoke: doctor exited non-zero in the venv"; exit 1; }
 first=$(echo "$doctor" | head -n1)
 case "$first" in
   "ok:      Jupyter's Python: /tmp/megane-wheel-smoke/venv/bin/python3, found by the Python environment the bridge is installed in"*) echo "wheel-smoke: doctor in the venv exits 0; $first" ;;
