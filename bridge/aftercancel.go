@@ -14,8 +14,10 @@ import (
 // worker thread that nothing stops): its next call then waits behind the
 // cancelled one, which the page would meet as an unexplained delay. For a
 // stdio server whose processes the bridge can measure, watchCancels
-// samples the server's process tree after each cancel; while it stays
-// busy, busyAfterCancel says since when, every new call on the server gets
+// samples the server's process tree after each cancel, while no other
+// call is in flight (whose work could not be told from the cancelled
+// one's); while it stays busy, and until a call made since is answered,
+// busyAfterCancel says since when, every new call on the server gets
 // a progress note saying why it may wait, and tools:servers and the status
 // page show it.
 
@@ -37,6 +39,17 @@ func (s *session) noteCancel() {
 	select {
 	case s.cancelled <- struct{}{}:
 	default:
+	}
+}
+
+// callEnded tells the watch that a call which started at start was
+// answered by the server: if it started after the server was found busy,
+// the server got to it, so the cancelled work is over (its lock, say, was
+// released), however busy the new work keeps it.
+func (s *session) callEnded(start time.Time) {
+	since := s.busyAfterCancel.Load()
+	if since != 0 && start.UnixNano() > since {
+		s.busyAfterCancel.CompareAndSwap(since, 0)
 	}
 }
 
@@ -111,6 +124,12 @@ func (s *session) watchCancels(ctx context.Context, pgid, pid int) {
 					log.Info("server done with a cancelled call", "busy", time.Since(time.Unix(0, since)).Round(time.Millisecond))
 				}
 				break
+			}
+			if s.busyAfterCancel.Load() == 0 && s.callCount() > 0 {
+				// Calls in flight may be what keeps it busy: the cancelled
+				// work cannot be told from theirs. Measured again when the
+				// session is idle (the next window).
+				continue
 			}
 			if s.busyAfterCancel.CompareAndSwap(0, cancelledAt.UnixNano()) {
 				log.Warn("server still computing after a cancelled call: its next calls wait", "cpus", fmt.Sprintf("%.2f", cpus))

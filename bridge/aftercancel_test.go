@@ -152,3 +152,44 @@ func TestRestartBusyAfterCancel(t *testing.T) {
 		t.Fatalf("the call on the fresh server took %s: it waited behind the abandoned work", took)
 	}
 }
+
+// TestBusyAfterCancelNotOtherCalls: a server that stops a cancelled call
+// but is busy with another call in flight is not reported as finishing a
+// cancelled call: its CPU is that call's.
+func TestBusyAfterCancelNotOtherCalls(t *testing.T) {
+	if !child.CPUMeasured() {
+		t.Skip("the CPU time of processes is not measured on this OS (macOS): the bridge cannot tell")
+	}
+	ctx := testCtx(t, 60*time.Second)
+	spec := fakeServer(t, "megane-builder-tools", bridgetest.Mode{
+		FixtureList:  fixturePath(t, "tools-list.json"),
+		FixtureCalls: map[string]string{"polymer_chain": fixturePath(t, "call-polymer_chain.json")},
+		FixtureWork:  &bridgetest.FixtureWork{Arg: "length", MsPerUnit: 40},
+	})
+	h := newHarness(t, bridge.Options{}, spec)
+	p := h.page(ctx)
+	connect(t, ctx, p, 1, spec)
+	args := map[string]any{"monomer": map[string]any{"name": "ethylene", "smiles": "CC"}, "head": 0, "tail": 1, "seed": 1, "length": 100}
+	for _, id := range []string{"cancelled", "other"} {
+		if err := p.Send(map[string]any{"type": "tools:call", "id": id, "server": spec.Name, "tool": "polymer_chain", "arguments": args}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := p.Send(map[string]any{"type": "tools:cancel", "id": "cancelled"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // "other" computes meanwhile
+	r, err := p.Request(ctx, map[string]any{"type": "tools:servers", "id": "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(r.Raw), "busyAfterCancelMs") {
+		t.Fatalf("tools:servers reports the server busy after a cancel while another call computes: %s", r.Raw)
+	}
+	r, err = p.Reply(ctx, "tools:call", "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, r)
+}

@@ -314,6 +314,8 @@ func (t *tab) handleCall(m pageMessage) {
 		raw, perr := s.callTool(ctx, c)
 		if ctx.Err() != nil {
 			s.noteCancel() // cancelled upstream (the page, the timeout, the tab closing): is the work stopping?
+		} else if perr == nil {
+			s.callEnded(c.start) // the server got to this call: whatever it was finishing is over
 		}
 		c.finish(raw, perr)
 		// What the queued result did not take of the reservation (an
