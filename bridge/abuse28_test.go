@@ -437,6 +437,14 @@ func TestStalledFramesBounded(t *testing.T) {
 		}(conns[i])
 	}
 	wg.Wait()
+	// The writes end once the kernel has the bytes; the bridge reads them
+	// at its own pace (slowly under wine, or on a loaded machine): wait
+	// until it has closed a tab with 1013 (audited as refused, code=1013),
+	// at most 30 s, then for the closed tabs' readers to end.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(h.logBuf.String(), "code=1013") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
 	time.Sleep(3 * time.Second) // the closed tabs' readers end within 2 s
 	held := heapAlloc()
 
