@@ -243,15 +243,10 @@ func notices(ctx context.Context, platforms []string) ([]wheel.Notice, error) {
 	}
 	dirs := map[string]string{wheel.StdModule: strings.TrimSpace(string(goroot))}
 	for _, p := range platforms {
-		goos, goarch, _ := strings.Cut(p, "/")
-		cmd := exec.CommandContext(ctx, "go", "list", "-deps", "-f",
+		out, err := goListDeps(ctx, p, "-f",
 			"{{with .Module}}{{if not .Main}}{{.Path}}\t{{with .Replace}}{{.Dir}}{{else}}{{.Dir}}{{end}}{{end}}{{end}}", mainPackage)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
 		if err != nil {
-			return nil, fmt.Errorf("go list for %s: %w\n%s", p, err, strings.TrimSpace(stderr.String()))
+			return nil, err
 		}
 		for _, line := range strings.Split(string(out), "\n") {
 			if mod, dir, ok := strings.Cut(line, "\t"); ok {
@@ -282,6 +277,21 @@ func notices(ctx context.Context, platforms []string) ([]wheel.Notice, error) {
 		}
 	}
 	return all, nil
+}
+
+// goListDeps runs go list -deps with args for platform (GOOS/GOARCH,
+// CGO_ENABLED=0, as the wheels are built) and returns its output.
+func goListDeps(ctx context.Context, platform string, args ...string) ([]byte, error) {
+	goos, goarch, _ := strings.Cut(platform, "/")
+	cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-deps"}, args...)...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list for %s: %w\n%s", platform, err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
 }
 
 // sourceCommit is the commit to stamp into the binaries: the sdist's
@@ -361,14 +371,9 @@ func sdistFiles(ctx context.Context) ([]string, error) {
 		set[n] = true
 	}
 	for _, p := range wheel.Platforms {
-		goos, goarch, _ := strings.Cut(p, "/")
-		cmd := exec.CommandContext(ctx, "go", "list", "-deps", "-json=Dir,ImportPath,Module,GoFiles,EmbedFiles,SFiles,HFiles,Error", mainPackage, mkwheelPackage)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
+		out, err := goListDeps(ctx, p, "-json=Dir,ImportPath,Module,GoFiles,EmbedFiles,SFiles,HFiles,Error", mainPackage, mkwheelPackage)
 		if err != nil {
-			return nil, fmt.Errorf("go list for %s: %w\n%s", p, err, strings.TrimSpace(stderr.String()))
+			return nil, err
 		}
 		dec := json.NewDecoder(bytes.NewReader(out))
 		for {
