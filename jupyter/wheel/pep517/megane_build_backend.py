@@ -19,30 +19,27 @@ import subprocess
 import sys
 
 
-def _needed_go():
-    """The Go version go.mod asks for (its go line)."""
+def _gomod(pattern):
+    """The first group of pattern on a line of go.mod, or None."""
     try:
         with open("go.mod", encoding="utf-8") as f:
             for line in f:
-                m = re.match(r"go\s+(\S+)\s*$", line)
-                if m:
-                    return m.group(1)
-    except OSError:
-        pass
-    return "the version in go.mod"
-
-
-def _pinned_go():
-    """The Go go.mod's toolchain line pins (such as go1.27.3), or None."""
-    try:
-        with open("go.mod", encoding="utf-8") as f:
-            for line in f:
-                m = re.match(r"toolchain\s+(go\S+)\s*$", line)
+                m = re.match(pattern, line)
                 if m:
                     return m.group(1)
     except OSError:
         pass
     return None
+
+
+def _needed_go():
+    """The Go version go.mod asks for (its go line)."""
+    return _gomod(r"go\s+(\S+)\s*$") or "the version in go.mod"
+
+
+def _pinned_go():
+    """The Go go.mod's toolchain line pins (such as go1.27.3), or None."""
+    return _gomod(r"toolchain\s+(go\S+)\s*$")
 
 
 def _go_release(v):
