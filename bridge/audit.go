@@ -29,6 +29,7 @@ const (
 	auditConnect = "connect" // a tools:connect answered
 	auditConfirm = "confirm" // a person confirmed a server (confirmed: true without a valid approval)
 	auditRefused = "refused" // a socket refused at admission, or closed by the bridge with a code
+	auditResume  = "resume"  // a socket asked to resume a page session (outcome ok or refused, with the code)
 )
 
 // auditShown bounds a string from a page, a server or a configuration in a

@@ -103,7 +103,25 @@ type Options struct {
 	// restart_busy_after_cancel).
 	RestartBusyAfterCancel time.Duration
 	IdleGrace              time.Duration // how long a session no tab holds lives on; if zero, 5s; negative, none
-	ChunkTimeout           time.Duration // an inbound chunk sequence must complete within this (a timer drops it); if zero, 60s
+	// ResumeGrace is how long a page session (a tab whose page asked for
+	// "resume" in tools:hello, pagesession.go) outlives its socket: its
+	// calls go on, and a socket of the same user from the same Origin
+	// presenting its token takes it over. When it passes, the tab ends as a
+	// closed tab does: its calls are cancelled. If zero, 5 minutes;
+	// negative, resume is not offered.
+	ResumeGrace time.Duration
+	// MaxAwayPerUser and MaxAway bound the page sessions without a socket,
+	// of one user and in all: past either, the one away longest ends at
+	// once, as when its grace passes. If zero, 8 and 64.
+	MaxAwayPerUser, MaxAway int
+	// AwayMemory bounds the bytes held for pages away (the messages queued
+	// for them and not acknowledged, results at their full size): past it,
+	// results held for them are replaced, the oldest first, by an error
+	// with code dropped that says so, and when none is left the page
+	// session away longest ends. If zero, half of the smaller of
+	// ResultMemory and OutboundTotal (160 MiB with the defaults).
+	AwayMemory   int64
+	ChunkTimeout time.Duration // an inbound chunk sequence must complete within this (a timer drops it); if zero, 60s
 	// ChunkMemory bounds the bytes declared by the incomplete inbound chunk
 	// sequences of all tabs together (each tab's are also within
 	// InboundLimit); a sequence that would exceed it is refused busy. If
@@ -211,7 +229,7 @@ func (o *Options) setDefaults() {
 	// a result limit of MaxInt64 made the outbound budget negative, and
 	// every page was closed as not reading.
 	for _, v := range []*int64{&o.FrameLimit, &o.InboundLimit, &o.ResultLimit, &o.ChunkMemory, &o.OutboundBytes,
-		&o.OutboundTotal, &o.ReleaseAfter, &o.AuditMaxBytes, &o.MemoryLimit, &o.InboundMemory, &o.ResultMemory} {
+		&o.OutboundTotal, &o.ReleaseAfter, &o.AuditMaxBytes, &o.MemoryLimit, &o.InboundMemory, &o.ResultMemory, &o.AwayMemory} {
 		*v = min(*v, SizeMax)
 	}
 	if o.Name == "" {
@@ -253,6 +271,13 @@ func (o *Options) setDefaults() {
 	defD(&o.CallTimeoutMax, 30*time.Minute)
 	defD(&o.IdleGrace, 5*time.Second)
 	defD(&o.ChunkTimeout, 60*time.Second)
+	defD(&o.ResumeGrace, 5*time.Minute)
+	if o.MaxAwayPerUser <= 0 {
+		o.MaxAwayPerUser = 8
+	}
+	if o.MaxAway <= 0 {
+		o.MaxAway = 64
+	}
 	defD(&o.ConfigRecheck, time.Second)
 	defD(&o.LivenessInterval, 10*time.Second)
 	defD(&o.LivenessTimeout, 5*time.Second)
@@ -291,6 +316,9 @@ func (o *Options) setDefaults() {
 		}
 	}
 	o.InboundMemory = max(o.InboundMemory, 1<<20)
+	if o.AwayMemory <= 0 {
+		o.AwayMemory = min(o.ResultMemory, o.OutboundTotal) / 2
+	}
 	if o.FrameLimit < 4096 {
 		o.FrameLimit = 4096
 	}
@@ -309,10 +337,12 @@ type Bridge struct {
 	nextID atomic.Uint64 // call tokens and chunk ids
 	queued atomic.Int64  // bytes queued for all tabs (the sum of their tab.queued)
 
-	mu     sync.Mutex
-	closed bool              // guarded by mu
-	tabs   map[*tab]struct{} // guarded by mu
-	spoken map[string]string // guarded by mu; by sessionKey: the revision a server last agreed to
+	mu       sync.Mutex
+	closed   bool              // guarded by mu
+	tabs     map[*tab]struct{} // guarded by mu; every tab, away ones included
+	sessions map[string]*tab   // guarded by mu; resumable tabs, by pageKey of their token
+	awayMu   sync.Mutex        // serializes trimAway
+	spoken   map[string]string // guarded by mu; by sessionKey: the revision a server last agreed to
 
 	snapMu         sync.Mutex
 	snap           Snapshot  // guarded by snapMu; the Catalog's latest answer
@@ -342,8 +372,9 @@ func New(opts Options) *Bridge {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Bridge{
 		opts: opts, log: log, ctx: ctx, cancel: cancel,
-		tabs:   map[*tab]struct{}{},
-		spoken: map[string]string{},
+		tabs:     map[*tab]struct{}{},
+		sessions: map[string]*tab{},
+		spoken:   map[string]string{},
 	}
 	b.pool = newPool(b)
 	b.routes = newRoutes(opts.BaseURL, log)
@@ -409,7 +440,7 @@ func (b *Bridge) serveSocket(w http.ResponseWriter, r *http.Request) {
 		conn.Close()
 		return
 	}
-	t := newTab(b, conn, adm)
+	t := newTab(b, conn, adm, r.Header.Get("Origin"))
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()

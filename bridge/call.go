@@ -82,7 +82,7 @@ func (c *call) finish(raw []byte, perr *protoError) {
 			head = append(head[:len(head)-1], `,"result":`...)
 			// The result's reservation in the result pool goes with it,
 			// until it has left the tab's queue.
-			c.t.pushHeld(c.slot.detach(), head, raw, []byte{'}'})
+			c.t.enqueueMsg(&outMsg{parts: [][]byte{head, raw, {'}'}}, release: c.slot.detach(), result: &heldResult{id: c.id, tool: c.tool}})
 		}
 	})
 }

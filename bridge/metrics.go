@@ -79,6 +79,11 @@ type meters struct {
 	refusals  *prometheus.CounterVec   // code
 	connects  *prometheus.CounterVec   // server, outcome
 
+	resumes         prometheus.Counter     // page sessions resumed
+	resumesRefused  *prometheus.CounterVec // code
+	pagesEnded      *prometheus.CounterVec // why: grace, bound
+	outcomesDropped prometheus.Counter     // results replaced by a dropped error while their page was away
+
 	pageIn, pageOut prometheus.Counter // pageBytes' two series, resolved once
 
 	mu      sync.Mutex
@@ -130,6 +135,22 @@ func newMetrics(b *Bridge) *meters {
 		Name: "megane_bridge_connects_total",
 		Help: "tools:connect requests answered, by server and outcome (ok, refused, cancelled, failed).",
 	}, []string{"server", "outcome"})
+	m.resumes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "megane_bridge_page_resumes_total",
+		Help: "Page sessions resumed by a new socket after their socket dropped.",
+	})
+	m.resumesRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "megane_bridge_page_resumes_refused_total",
+		Help: "Resumes refused, by error code (session-unknown: ended, expired or another person's; session-in-use; bad-request).",
+	}, []string{"code"})
+	m.pagesEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "megane_bridge_page_sessions_ended_away_total",
+		Help: "Page sessions that ended while their page was away, and why (grace: resume_grace passed; bound: max_away, max_away_per_user or away_memory).",
+	}, []string{"why"})
+	m.outcomesDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "megane_bridge_outcomes_dropped_total",
+		Help: "Call results replaced by a dropped error while their page was away, to stay within away_memory.",
+	})
 	m.pageIn = m.pageBytes.WithLabelValues("received")
 	m.pageOut = m.pageBytes.WithLabelValues("sent")
 
@@ -138,12 +159,25 @@ func newMetrics(b *Bridge) *meters {
 	}
 	m.totals.MustRegister(m.calls, m.callBytes)
 	m.reg.MustRegister(m.calls, m.duration, m.callBytes, m.pageBytes, m.starts, m.failures, m.restarts, m.refusals, m.connects,
+		m.resumes, m.resumesRefused, m.pagesEnded, m.outcomesDropped,
+		gauge("megane_bridge_pages_away", "Page sessions whose socket dropped, within their grace.", func() float64 {
+			return float64(len(b.awayTabs(nil)))
+		}),
+		gauge("megane_bridge_page_held_messages", "Messages sent to pages with a page session and not yet acknowledged, all tabs.", func() float64 {
+			n, _ := b.heldTotals()
+			return float64(n)
+		}),
+		gauge("megane_bridge_page_held_bytes", "Bytes of megane_bridge_page_held_messages (counted in megane_bridge_outbound_bytes too).", func() float64 {
+			_, n := b.heldTotals()
+			return float64(n)
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "megane_bridge_info", Help: "The bridge's version, as a label; always 1.",
 			ConstLabels: prometheus.Labels{"version": b.opts.Version}}, func() float64 { return 1 }),
 		gauge("megane_bridge_tabs_open", "Page sockets open.", func() float64 {
+			away := len(b.awayTabs(nil))
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			return float64(len(b.tabs))
+			return float64(len(b.tabs) - away)
 		}),
 		gauge("megane_bridge_chunk_memory_bytes", "Bytes declared by incomplete inbound chunk sequences, all tabs.",
 			func() float64 { return float64(b.chunks.used.Load()) }),
@@ -286,6 +320,10 @@ func (m *meters) sessionStarted(name string) {
 }
 
 func (m *meters) sessionFailed(name string) { m.failures.WithLabelValues(m.server(name)).Inc() }
+
+func (m *meters) resumeRefused(code string) { m.resumesRefused.WithLabelValues(code).Inc() }
+
+func (m *meters) pageEnded(why string) { m.pagesEnded.WithLabelValues(why).Inc() }
 
 func (m *meters) refused(code int) { m.refusals.WithLabelValues(strconv.Itoa(code)).Inc() }
 

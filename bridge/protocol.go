@@ -41,6 +41,9 @@ const (
 	CodeBusy                 = "busy"
 	CodeServerFailed         = "server-failed"
 	CodeForbidden            = "forbidden"
+	CodeSessionUnknown       = "session-unknown"
+	CodeSessionInUse         = "session-in-use"
+	CodeDropped              = "dropped"
 )
 
 // ErrorCodes lists every error code the bridge may send, in documentation order.
@@ -48,6 +51,7 @@ var ErrorCodes = []string{
 	CodeBadRequest, CodeUnknownType, CodeUnknownServer, CodeConfirmationRequired,
 	CodeFingerprintChanged, CodeNotConnected, CodeUnknownTool, CodeTooLargeErr,
 	CodeTimeout, CodeCancelled, CodeBusy, CodeServerFailed, CodeForbidden,
+	CodeSessionUnknown, CodeSessionInUse, CodeDropped,
 }
 
 // WebSocket close codes, documented in PROTOCOL.md.

@@ -97,6 +97,32 @@ func TestProtocolDocument(t *testing.T) {
 	m, err = p2.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:closing" })
 	got("tools:closing", m, err)
 
+	// A page session: hello, a sequenced reply, an acknowledgement, a
+	// drop and the resume, and a resume refused.
+	p3 := h.page(ctx)
+	r, err = p3.Request(ctx, sent("tools:hello request", map[string]any{"type": "tools:hello", "id": "h1", "features": []string{"resume"}}))
+	got("tools:hello reply", r, err)
+	var session struct{ Token string }
+	json.Unmarshal(r.Fields["session"], &session)
+	connect(t, ctx, p3, 1, spec)
+	r, err = p3.Request(ctx, map[string]any{"type": "tools:call", "id": 2, "server": "lab-tools", "tool": "slow", "arguments": map[string]any{"steps": 1, "intervalMs": 10, "tag": "seq"}})
+	got("sequenced tools:call reply", r, err)
+	var seq uint64
+	json.Unmarshal(r.Fields["n"], &seq)
+	p3.Send(sent("tools:ack", map[string]any{"type": "tools:ack", "n": seq}))
+	p3.Send(map[string]any{"type": "tools:call", "id": 3, "server": "lab-tools", "tool": "slow", "arguments": map[string]any{"steps": 3, "intervalMs": 100, "tag": "away"}})
+	p3.Drop()
+	time.Sleep(50 * time.Millisecond)
+	p4 := h.page(ctx)
+	r, err = p4.Request(ctx, sent("tools:hello resume request", map[string]any{"type": "tools:hello", "id": "h2", "features": []string{"resume"}, "resume": map[string]any{"token": session.Token, "n": seq}}))
+	got("tools:hello resumed reply", r, err)
+	if _, err := p4.Reply(ctx, "tools:call", 3); err != nil {
+		t.Fatal(err)
+	}
+	p5 := h.page(ctx)
+	r, err = p5.Request(ctx, map[string]any{"type": "tools:hello", "id": "h3", "features": []string{"resume"}, "resume": map[string]any{"token": "ps_expired", "n": 7}})
+	got("tools:hello refused reply", r, err)
+
 	doc, err := os.ReadFile("PROTOCOL.md")
 	if err != nil {
 		t.Fatal(err)

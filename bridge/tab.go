@@ -17,10 +17,13 @@ import (
 // goroutine, its write loop on another, and one goroutine per connect or
 // call in flight; it returns when all of them are done.
 type tab struct {
-	b    *Bridge
-	conn *websocket.Conn
-	adm  Admission
-	id   string
+	b      *Bridge
+	adm    Admission
+	id     string
+	origin string // the Origin of the socket that opened the tab: a resume must come from the same
+
+	sockMu sync.Mutex
+	conn   *websocket.Conn // guarded by sockMu; the socket attached now (nil while the page is away)
 
 	ctx    context.Context // cancelled when the tab closes
 	cancel context.CancelFunc
@@ -49,6 +52,24 @@ type tab struct {
 
 	work sync.WaitGroup // connects and calls in flight
 
+	// Page sessions (pagesession.go): a tab whose page asked for "resume"
+	// in tools:hello outlives its socket for Options.ResumeGrace.
+	resumable atomic.Bool        // set once, by the read loop's tools:hello
+	token     string             // written by the read loop's tools:hello before resumable; then read-only
+	away      atomic.Bool        // true while the tab has no socket
+	attachCh  chan attachment    // unbuffered: the socket that claimed this tab hands itself over; received by serve while away
+	finished  chan struct{}      // closed by serve when the tab has ended
+	handoff   *attachment        // owned by the read loop: the away tab this socket resumes (the read loop returns once set)
+	helloOver bool               // owned by the read loop: a request other than a refused tools:hello was handled
+	received  uint64             // owned by the read loop of the attached socket: page messages handled, for a resume
+	seq       atomic.Uint64      // the last sequence number given; written only by the write loop of the attached socket
+	held      []*outMsg          // guarded by qmu; sent, not acknowledged, in seq order; counted in queued
+	heldBytes int64              // guarded by qmu; the bytes of held
+	lastProg  map[string]*outMsg // guarded by qmu; by call id key: the last progress sent, for a resume
+	awaySince time.Time          // guarded by b.mu
+	claimed   bool               // guarded by b.mu; a socket is resuming this tab
+	ended     bool               // guarded by b.mu; the tab has ended: its token resumes nothing
+
 	mu       sync.Mutex
 	shares   map[string]*session // guarded by mu; by server name
 	pending  map[string]*pending // guarded by mu; connects and calls in flight, by id key
@@ -61,6 +82,11 @@ type outMsg struct {
 	parts [][]byte
 	n     int64  // the bytes counted for it: its size plus queueOverhead
 	key   string // a call's progress: the call's id key (see tab.latest); else empty
+	seq   uint64 // on a resumable tab, its sequence number once sent (0: not yet)
+	plain bool   // sent without a sequence number (the tools:hello reply)
+	// result is set for a call's result: what replaces it when it must
+	// be dropped while the page is away (pagesession.go).
+	result *heldResult
 	// release, if not nil, hands back what else counts the message's
 	// bytes (a result's reservation in the result pool) once it has left
 	// the queue: written, failed or dropped with the tab.
@@ -87,16 +113,19 @@ type pending struct {
 	connect bool                       // a tools:connect
 }
 
-func newTab(b *Bridge, conn *websocket.Conn, adm Admission) *tab {
+func newTab(b *Bridge, conn *websocket.Conn, adm Admission, origin string) *tab {
 	ctx, cancel := context.WithCancel(b.ctx)
 	return &tab{
-		b: b, conn: conn, adm: adm, id: b.newToken("t"),
+		b: b, conn: conn, adm: adm, id: b.newToken("t"), origin: origin,
 		ctx: ctx, cancel: cancel,
-		wake:    make(chan struct{}, 1),
-		latest:  map[string]*outMsg{},
-		done:    make(chan struct{}),
-		shares:  map[string]*session{},
-		pending: map[string]*pending{},
+		wake:     make(chan struct{}, 1),
+		latest:   map[string]*outMsg{},
+		lastProg: map[string]*outMsg{},
+		done:     make(chan struct{}),
+		attachCh: make(chan attachment),
+		finished: make(chan struct{}),
+		shares:   map[string]*session{},
+		pending:  map[string]*pending{},
 	}
 }
 
@@ -120,10 +149,18 @@ func (t *tab) pushProgress(key string, msg []byte) { t.enqueue(key, [][]byte{msg
 func (t *tab) enqueue(key string, parts [][]byte) { t.enqueueHeld(key, parts, nil) }
 
 func (t *tab) enqueueHeld(key string, parts [][]byte, release func()) {
+	t.enqueueMsg(&outMsg{parts: parts, key: key, release: release})
+}
+
+// enqueueMsg queues m (see push). A page away (pagesession.go) is not
+// closed when its queue is full: its oldest results are replaced by a
+// dropped error to make room, and its session ends only when that does
+// not suffice.
+func (t *tab) enqueueMsg(m *outMsg) {
 	queued := false
 	defer func() {
-		if !queued && release != nil {
-			release()
+		if !queued {
+			m.done()
 		}
 	}()
 	select {
@@ -131,42 +168,52 @@ func (t *tab) enqueueHeld(key string, parts [][]byte, release func()) {
 		return
 	default:
 	}
-	n := msgSize(parts) + queueOverhead
-	t.qmu.Lock()
-	if t.qclosed {
+	n := msgSize(m.parts) + queueOverhead
+	key := m.key
+	for try := 0; ; try++ {
+		t.qmu.Lock()
+		if t.qclosed {
+			t.qmu.Unlock()
+			return
+		}
+		var full bool
+		if old := t.latest[key]; key != "" && old != nil {
+			if full = t.queued-old.n+n > t.b.opts.OutboundBytes; !full {
+				t.queued += n - old.n
+				t.b.queued.Add(n - old.n)
+				old.parts, old.n = m.parts, n
+			}
+		} else if full = t.queued+n > t.b.opts.OutboundBytes; !full {
+			m.n = n
+			queued = true
+			if len(t.queue) == 0 && t.behind.IsZero() {
+				t.behind = time.Now()
+			}
+			t.queue = append(t.queue, m)
+			if key != "" {
+				t.latest[key] = m
+			}
+			t.queued += n
+			t.b.queued.Add(n)
+		}
+		queuedBytes, count := t.queued, len(t.queue)
 		t.qmu.Unlock()
-		return
-	}
-	var full bool
-	if old := t.latest[key]; key != "" && old != nil {
-		if full = t.queued-old.n+n > t.b.opts.OutboundBytes; !full {
-			t.queued += n - old.n
-			t.b.queued.Add(n - old.n)
-			old.parts, old.n = parts, n
+		if full && t.away.Load() && try == 0 && t.dropResults(n) {
+			continue // room was made: queue it now
 		}
-	} else if full = t.queued+n > t.b.opts.OutboundBytes; !full {
-		m := &outMsg{parts: parts, n: n, key: key, release: release}
-		queued = true
-		t.queue = append(t.queue, m)
-		if key != "" {
-			t.latest[key] = m
+		if full {
+			t.b.log.Warn("tab not reading: closing it", "tab", t.id, "queue", count, "queued_bytes", queuedBytes, "message_bytes", n)
+			t.closeWith(CloseSlowReader, "the page is not reading its messages")
+			return
 		}
-		if t.queued == 0 {
-			t.behind = time.Now()
-		}
-		t.queued += n
-		t.b.queued.Add(n)
-	}
-	queuedBytes, count := t.queued, len(t.queue)
-	t.qmu.Unlock()
-	if full {
-		t.b.log.Warn("tab not reading: closing it", "tab", t.id, "queue", count, "queued_bytes", queuedBytes, "message_bytes", n)
-		t.closeWith(CloseSlowReader, "the page is not reading its messages")
-		return
+		break
 	}
 	select {
 	case t.wake <- struct{}{}:
 	default: // the writer has been told already
+	}
+	if t.away.Load() {
+		t.b.trimAway()
 	}
 	if t.b.queued.Load() > t.b.opts.OutboundTotal {
 		t.b.shedSlowest()
@@ -199,7 +246,7 @@ func (t *tab) sent(n int64) {
 	if !t.qclosed {
 		t.queued -= n
 		t.b.queued.Add(-n)
-		if t.queued == 0 {
+		if t.queued == t.heldBytes {
 			t.behind = time.Time{}
 		}
 	}
@@ -213,8 +260,8 @@ func (t *tab) endQueue() {
 	t.qclosed = true
 	t.b.queued.Add(-t.queued)
 	t.queued = 0
-	dropped := t.queue
-	t.queue, t.latest = nil, nil
+	dropped := append(t.queue, t.held...)
+	t.queue, t.latest, t.held, t.heldBytes, t.lastProg = nil, nil, nil, 0, nil
 	t.qmu.Unlock()
 	for _, m := range dropped {
 		m.done()
@@ -233,7 +280,10 @@ func (b *Bridge) shedSlowest() {
 		b.mu.Lock()
 		for t := range b.tabs {
 			t.qmu.Lock()
-			if t.queued > 0 && !t.qclosed && (worst == nil || t.behind.Before(since)) {
+			// A page away is bounded by AwayMemory instead (trimAway), and
+			// what a page has not acknowledged yet is not what it failed
+			// to read.
+			if t.queued > t.heldBytes && !t.qclosed && !t.away.Load() && (worst == nil || t.behind.Before(since)) {
 				worst, most, since = t, t.queued, t.behind
 			}
 			t.qmu.Unlock()
@@ -281,12 +331,8 @@ func (t *tab) closeWith(code int, reason string) {
 }
 
 func (t *tab) serve() {
+	defer close(t.finished)
 	var loops sync.WaitGroup
-	loops.Add(1)
-	go func() {
-		defer loops.Done()
-		t.writeLoop()
-	}()
 	if t.adm.Recheck != nil {
 		loops.Add(1)
 		go func() {
@@ -294,7 +340,28 @@ func (t *tab) serve() {
 			t.recheckLoop()
 		}()
 	}
-	t.readLoop()
+	t.sockMu.Lock()
+	conn := t.conn
+	t.sockMu.Unlock()
+	for conn != nil {
+		t.runSocket(conn)
+		if a := t.handoff; a != nil {
+			// This socket resumes another tab (pagesession.go): it is
+			// handed over, and this tab, which never had anything in
+			// flight, ends.
+			a.conn = conn
+			a.tab.takeOver(*a)
+			break
+		}
+		t.sockMu.Lock()
+		t.conn = nil
+		t.sockMu.Unlock()
+		conn.Close()
+		conn = nil
+		if t.resumable.Load() && !t.isClosed() {
+			conn = t.waitAway()
+		}
+	}
 	t.closeWith(CloseNormal, "")
 	t.cancel()
 	// Answer and stop everything in flight, then release every share.
@@ -315,7 +382,49 @@ func (t *tab) serve() {
 	}
 	loops.Wait()
 	t.endQueue()
-	t.conn.Close()
+	t.b.forgetSession(t)
+}
+
+// isClosed reports whether closeWith has run.
+func (t *tab) isClosed() bool {
+	select {
+	case <-t.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// runSocket serves one socket of the tab until it ends: its read loop
+// on this goroutine, its write loop on another. When the bridge closes the
+// tab (closeWith), the write loop sends the close; when the socket drops
+// on a resumable tab, the write loop just stops, and the tab waits for its
+// page (serve).
+func (t *tab) runSocket(conn *websocket.Conn) {
+	t.sockMu.Lock()
+	t.conn = conn
+	t.sockMu.Unlock()
+	sockEnd := make(chan struct{})
+	var loops sync.WaitGroup
+	loops.Add(1)
+	go func() {
+		defer loops.Done()
+		t.writeLoop(conn, sockEnd)
+	}()
+	t.readLoop(conn)
+	switch {
+	case t.handoff != nil:
+		// The socket goes on, for the tab it resumes: nothing more is
+		// written to it from here.
+	case t.resumable.Load() && !t.isClosed():
+		conn.Close() // the socket is gone: a write blocked on it ends now
+	case t.resumable.Load():
+		// The bridge is closing the tab: the write loop sends the close.
+	default:
+		t.closeWith(CloseNormal, "")
+	}
+	close(sockEnd)
+	loops.Wait()
 }
 
 // hasQueued reports whether messages wait in the queue.
@@ -399,8 +508,9 @@ func (f *frameWriter) release() {
 	}
 }
 
-// writeLoop owns every write to the socket.
-func (t *tab) writeLoop() {
+// writeLoop owns every write to the socket conn, until the tab closes
+// (it sends the close) or sockEnd is closed (the socket dropped).
+func (t *tab) writeLoop(conn *websocket.Conn, sockEnd <-chan struct{}) {
 	ping := time.NewTicker(t.b.opts.PingInterval)
 	defer ping.Stop()
 	buf := make([]byte, 0, 32<<10) // scratch for chunk frames
@@ -411,8 +521,8 @@ func (t *tab) writeLoop() {
 		if !flushBy.IsZero() {
 			d = flushBy
 		}
-		_ = t.conn.SetWriteDeadline(d)
-		return t.conn.WriteMessage(websocket.TextMessage, p)
+		_ = conn.SetWriteDeadline(d)
+		return conn.WriteMessage(websocket.TextMessage, p)
 	}
 	// Every message and chunk goes out as one WebSocket frame: frame
 	// collects it and writes it whole on Close.
@@ -450,27 +560,39 @@ func (t *tab) writeLoop() {
 				default:
 				}
 			}
-			err := send(m.parts)
-			t.sent(m.n)
-			m.done()
+			wire := t.sequence(m)
+			err := send(wire)
 			if err == nil {
-				t.b.metrics.pageOut.Add(float64(msgSize(m.parts)))
+				t.b.metrics.pageOut.Add(float64(msgSize(wire)))
 			}
-			// Last: m.parts must be dead when the memory is released (a
-			// use after this call kept a 40 MB result alive through it,
-			// and the next result's peak rose by 23 MiB).
-			t.b.releaseMemory(m.parts)
+			wire = nil
+			if !t.keep(m) {
+				parts := m.parts
+				t.sent(m.n)
+				m.done()
+				m = nil
+				// Last: the parts must be dead when the memory is released (a
+				// use after this call kept a 40 MB result alive through it,
+				// and the next result's peak rose by 23 MiB).
+				t.b.releaseMemory(parts)
+			}
 			if err != nil {
 				// A write that stalls past WriteTimeout is a page that
 				// stopped reading in the middle of a frame: no close frame
 				// can follow, so the connection is cut, and the log says why.
+				// A resumable tab keeps what it failed to send for its page's
+				// return (keep).
 				t.b.log.Info("writing to the tab failed: cutting it", "tab", t.id, "error", err)
-				t.closeWith(CloseNormal, "")
-				t.conn.Close() // unblocks the read loop
+				if !t.resumable.Load() {
+					t.closeWith(CloseNormal, "")
+				}
+				conn.Close() // unblocks the read loop
 				return
 			}
 		case <-ping.C:
-			_ = t.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(t.b.opts.WriteTimeout))
+			_ = conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(t.b.opts.WriteTimeout))
+		case <-sockEnd:
+			return // the socket dropped; the tab waits for its page
 		case <-t.done:
 			if t.closeCode == CloseGoingAway {
 				// The bridge is shutting down: what is queued (the answers
@@ -483,7 +605,7 @@ func (t *tab) writeLoop() {
 					if m == nil {
 						break flush
 					}
-					err := send(m.parts)
+					err := send(t.sequence(m))
 					t.sent(m.n)
 					m.done()
 					if err != nil {
@@ -492,20 +614,21 @@ func (t *tab) writeLoop() {
 				}
 			}
 			if t.closeCode != CloseNormal {
-				writeClosing(t.conn, t.closeCode, t.closeText, time.Second)
+				writeClosing(conn, t.closeCode, t.closeText, time.Second)
 			} else {
-				_ = t.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(CloseNormal, ""), time.Now().Add(time.Second))
+				_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(CloseNormal, ""), time.Now().Add(time.Second))
 			}
 			// Let the read loop see the peer's close frame, but not forever.
-			_ = t.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+			_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 			return
 		}
 	}
 }
 
-// readLoop owns every read from the socket and dispatches each message.
-func (t *tab) readLoop() {
-	c := t.conn
+// readLoop owns every read from the socket c and dispatches each message.
+// It returns when the socket ends, or once a tools:hello resumed another
+// tab with it (t.handoff).
+func (t *tab) readLoop(c *websocket.Conn) {
 	c.SetReadLimit(t.b.opts.InboundLimit)
 	deadline := func() {
 		if !t.readsCut.Load() {
@@ -552,6 +675,9 @@ func (t *tab) readLoop() {
 		}
 		t.handleFrame(re, frame)
 		t.releaseInbound(false)
+		if t.handoff != nil {
+			return
+		}
 	}
 }
 
@@ -559,6 +685,13 @@ func (t *tab) readLoop() {
 // tools:chunk frame completes.
 func (t *tab) handleFrame(re *reassembler, frame []byte) {
 	msg, perr := decodeEnvelope(frame)
+	if msg.Type == typeAck {
+		t.handleAck(frame)
+		return
+	}
+	if msg.Type != typeChunk || perr != nil {
+		t.countReceived(msg.Type)
+	}
 	if perr != nil {
 		t.push(errorReply(msg.Type, msg.ID, perr))
 		return
@@ -569,12 +702,14 @@ func (t *tab) handleFrame(re *reassembler, frame []byte) {
 		case ignore:
 			return
 		case perr != nil:
+			t.countReceived(typeChunk) // the sequence ends here
 			t.push(errorReply(typeChunk, msg.ID, perr))
 			return
 		case whole == nil:
 			return
 		}
 		inner, perr := decodeEnvelope(whole)
+		t.countReceived(inner.Type)
 		if perr == nil && inner.Type == typeChunk {
 			perr = errorf(CodeBadRequest, "a chunk sequence cannot carry another tools:chunk")
 		}
@@ -590,6 +725,11 @@ func (t *tab) handleFrame(re *reassembler, frame []byte) {
 // dispatch acts on one whole page message. Only the six request types are
 // ever acted on.
 func (t *tab) dispatch(m pageMessage) {
+	if m.Type == typeHello {
+		t.handleHello(m)
+		return
+	}
+	t.helloOver = true
 	switch m.Type {
 	case typeServers:
 		t.push(t.serversReply(m))
@@ -650,5 +790,9 @@ func (t *tab) removePending(id json.RawMessage, p *pending) {
 // next sends a byte.
 func (t *tab) cutReads() {
 	t.readsCut.Store(true)
-	_ = t.conn.SetReadDeadline(time.Now())
+	t.sockMu.Lock()
+	if t.conn != nil {
+		_ = t.conn.SetReadDeadline(time.Now())
+	}
+	t.sockMu.Unlock()
 }

@@ -66,6 +66,9 @@ type AdminSettings struct {
 	// still computing this long after a cancel; 0 (the default): only report it
 	RestartBusyAfterCancel time.Duration
 	InitTimeout            time.Duration // [limits] init_timeout: longest a server may take to initialize
+	// [limits] resume_grace: how long a page session outlives its dropped
+	// socket (bridge.Options.ResumeGrace); "off" gives -1: not offered
+	ResumeGrace time.Duration
 
 	MaxCallsPerTab    int // [limits] max_calls_per_tab: calls in flight per tab
 	MaxCallsPerServer int // [limits] max_calls_per_server: calls in flight per server
@@ -77,6 +80,9 @@ type AdminSettings struct {
 	InboundMemory      int64 // [limits] inbound_memory: frames pages are still sending, all tabs
 	ResultMemory       int64 // [limits] result_memory: tool servers' answers read over Streamable HTTP and held for their calls, all servers
 	MaxPendingConnects int   // [limits] max_pending_connects: connects waiting for a start, per tab
+	MaxAway            int   // [limits] max_away: page sessions away (socket dropped, within their grace), all users
+	MaxAwayPerUser     int   // [limits] max_away_per_user: likewise, per user
+	AwayMemory         int64 // [limits] away_memory: bytes held for pages away
 
 	// MetricsPublicOnLoopback: [metrics] public_on_loopback: serve the
 	// metrics without a credential to a request made directly from this
@@ -134,7 +140,8 @@ var adminTop = []string{"allow_user_servers", "default_server", "strip_env", "st
 var adminMetrics = []string{"public_on_loopback"}
 var adminAudit = []string{"file", "max_bytes", "keep"}
 var adminLimits = []string{"frame_limit", "inbound_limit", "result_limit", "memory_limit", "call_timeout_max", "init_timeout", "max_calls_per_tab", "max_calls_per_server",
-	"outbound_bytes", "outbound_total", "chunk_memory", "inbound_memory", "result_memory", "max_pending_connects", "restart_busy_after_cancel"}
+	"outbound_bytes", "outbound_total", "chunk_memory", "inbound_memory", "result_memory", "max_pending_connects", "restart_busy_after_cancel",
+	"resume_grace", "max_away", "max_away_per_user", "away_memory"}
 
 // readAdminFile decodes one admin file strictly. A syntax error makes the
 // whole file unusable; any other problem drops only its key (or server).
@@ -263,7 +270,20 @@ func (af *adminFile) setLimit(k string, v any) error {
 			return fmt.Errorf("at least 64 MiB")
 		}
 		af.a.MemoryLimit = n
-	case "frame_limit", "inbound_limit", "result_limit", "outbound_bytes", "outbound_total", "chunk_memory", "inbound_memory", "result_memory":
+	case "resume_grace":
+		if v == "off" {
+			af.a.ResumeGrace = -1
+			return nil
+		}
+		d, err := tomlDuration(v)
+		if err != nil {
+			return fmt.Errorf("%v, or \"off\"", err)
+		}
+		if d < 10*time.Second || d > 24*time.Hour {
+			return fmt.Errorf("from 10s to 24h, or \"off\"")
+		}
+		af.a.ResumeGrace = d
+	case "frame_limit", "inbound_limit", "result_limit", "outbound_bytes", "outbound_total", "chunk_memory", "inbound_memory", "result_memory", "away_memory":
 		n, err := tomlSize(v)
 		if err != nil {
 			return err
@@ -289,6 +309,8 @@ func (af *adminFile) setLimit(k string, v any) error {
 			af.a.InboundMemory = n
 		case "result_memory":
 			af.a.ResultMemory = n
+		case "away_memory":
+			af.a.AwayMemory = n
 		default:
 			af.a.ResultLimit = n
 		}
@@ -307,7 +329,7 @@ func (af *adminFile) setLimit(k string, v any) error {
 		} else {
 			af.a.InitTimeout = d
 		}
-	case "max_calls_per_tab", "max_calls_per_server", "max_pending_connects":
+	case "max_calls_per_tab", "max_calls_per_server", "max_pending_connects", "max_away", "max_away_per_user":
 		n, ok := v.(int64)
 		if !ok || n < 1 || n > 1<<20 {
 			return fmt.Errorf("must be a whole number from 1 to 1048576")
@@ -317,6 +339,10 @@ func (af *adminFile) setLimit(k string, v any) error {
 			af.a.MaxCallsPerTab = int(n)
 		case "max_calls_per_server":
 			af.a.MaxCallsPerServer = int(n)
+		case "max_away":
+			af.a.MaxAway = int(n)
+		case "max_away_per_user":
+			af.a.MaxAwayPerUser = int(n)
 		default:
 			af.a.MaxPendingConnects = int(n)
 		}
@@ -495,6 +521,18 @@ func mergeAdmin(files []*adminFile) AdminSettings {
 		}
 		if s["limits.max_pending_connects"] {
 			a.MaxPendingConnects = f.a.MaxPendingConnects
+		}
+		if s["limits.resume_grace"] {
+			a.ResumeGrace = f.a.ResumeGrace
+		}
+		if s["limits.max_away"] {
+			a.MaxAway = f.a.MaxAway
+		}
+		if s["limits.max_away_per_user"] {
+			a.MaxAwayPerUser = f.a.MaxAwayPerUser
+		}
+		if s["limits.away_memory"] {
+			a.AwayMemory = f.a.AwayMemory
 		}
 		if s["metrics.public_on_loopback"] {
 			a.MetricsPublicOnLoopback = f.a.MetricsPublicOnLoopback

@@ -230,6 +230,10 @@ inbound_memory = "96MiB"
 max_pending_connects = 2
 frmae_limit = 3
 restart_busy_after_cancel = "90s"
+resume_grace = "2m"
+max_away = 10
+max_away_per_user = 3
+away_memory = "50MiB"
 
 [mcp_servers.shipped]
 command = "tool"
@@ -244,7 +248,8 @@ url = "http://example.org/mcp"
 	must(t, err)
 	a := cfg.Admin
 	if a.FrameLimit != 4<<20 || a.ResultLimit != 1<<20 || a.MemoryLimit != 2<<30 || a.InitTimeout != 2*time.Minute || a.CallTimeoutMax != 10*time.Minute || a.MaxCallsPerTab != 4 || a.AllowUserServers ||
-		a.OutboundBytes != 300<<20 || a.OutboundTotal != 2<<30 || a.ChunkMemory != 128<<20 || a.InboundMemory != 96<<20 || a.MaxPendingConnects != 2 || a.RestartBusyAfterCancel != 90*time.Second {
+		a.OutboundBytes != 300<<20 || a.OutboundTotal != 2<<30 || a.ChunkMemory != 128<<20 || a.InboundMemory != 96<<20 || a.MaxPendingConnects != 2 || a.RestartBusyAfterCancel != 90*time.Second ||
+		a.ResumeGrace != 2*time.Minute || a.MaxAway != 10 || a.MaxAwayPerUser != 3 || a.AwayMemory != 50<<20 {
 		t.Errorf("admin = %+v", a)
 	}
 	if !a.Strips("JUPYTERHUB_API_TOKEN") || !a.Strips("MY_SECRET") || !a.Strips("CLOUD_KEY") || a.Strips("JUPYTERHUB_USER") {
@@ -260,7 +265,7 @@ url = "http://example.org/mcp"
 	toml := filepath.Join(s.dir, "etc", AdminFileName)
 	for _, want := range []string{
 		toml + `:16: limits.frmae_limit: unknown key`,
-		toml + `:24: server "broken": url must use https`,
+		toml + `:28: server "broken": url must use https`,
 		user + ": MeganeBuilderTools.mcp_servers is ignored: the admin allows only servers from env and system configuration",
 		ignored + ": ignored: admin settings are read only from the env and system config directories",
 	} {
@@ -454,5 +459,34 @@ func TestServersFileReadsAdminPolicy(t *testing.T) {
 	}
 	if probs := problemsText(cfg.Problems); !strings.Contains(probs, user+": ignored") {
 		t.Errorf("the user-level policy file is not reported:\n%s", probs)
+	}
+}
+
+// TestResumeGraceSetting: resume_grace takes a duration from 10 s to 24 h,
+// or "off"; anything else is a problem naming what it may be.
+func TestResumeGraceSetting(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want time.Duration
+		err  string
+	}{
+		{"off", -1, ""},
+		{"30s", 30 * time.Second, ""},
+		{int64(600), 10 * time.Minute, ""},
+		{"5s", 0, "from 10s to 24h"},
+		{"48h", 0, "from 10s to 24h"},
+		{"soon", 0, "or \"off\""},
+	} {
+		var af adminFile
+		err := af.setLimit("resume_grace", c.v)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("resume_grace = %v: %v, want an error with %q", c.v, err, c.err)
+			}
+			continue
+		}
+		if err != nil || af.a.ResumeGrace != c.want {
+			t.Errorf("resume_grace = %v: %v, %v; want %v", c.v, af.a.ResumeGrace, err, c.want)
+		}
 	}
 }

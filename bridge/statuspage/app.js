@@ -157,6 +157,32 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
   // onStatus follows the client's socket: open (first or again after a
   // drop, whoever reopened it) or closed.
   function onStatus(s) {
+    if (s.reconnecting) {
+      // A page session: the client resumes it by itself, and the calls in
+      // flight (the runner's too) get their outcome then.
+      state.open = false;
+      state.reconnecting = true;
+      clearInterval(state.refreshTimer);
+      setSocketState('reconnecting…', '');
+      const banner = byId('socket-banner');
+      banner.textContent = str(s.message) + ' Calls in flight go on at the bridge; their results arrive once the page is back.';
+      banner.hidden = false;
+      return;
+    }
+    if (s.open && s.resumed) {
+      state.reconnecting = false;
+      state.open = true;
+      byId('socket-banner').hidden = true;
+      setSocketState('connected (resumed)', 'ok');
+      refreshServers();
+      clearInterval(state.refreshTimer);
+      state.refreshTimer = setInterval(refreshServers, REFRESH_MS);
+      return;
+    }
+    if (s.resumed === false) {
+      socketLost({ closeCode: s.code, message: s.message });
+      return;
+    }
     if (s.open) {
       if (state.open) return;
       state.open = true;
@@ -173,7 +199,8 @@ const client = await import(new URL('builder-tools-client.js' + new URL(import.m
   }
 
   function socketLost(e) {
-    if (!state.open && !byId('socket-banner').hidden) return;
+    if (!state.open && !byId('socket-banner').hidden && !state.reconnecting) return;
+    state.reconnecting = false;
     state.open = false;
     clearInterval(state.refreshTimer);
     const stopped = e.closeCode === 1001 || e.closeCode === 1006;

@@ -16,7 +16,13 @@
 // serverVersion, listing, call, close); outcomes are { ok: true, result,
 // summary } or { ok: false, error } with a sentence a person can read.
 //
-// One socket is shared by every connection of a bridge object. When it drops,
+// One socket is shared by every connection of a bridge object. The socket
+// opens with tools:hello asking for a page session ("resume"): when it drops
+// (a proxy restarts, a laptop sleeps), this module opens a new one by itself
+// and resumes the session, and calls in flight resolve with their real
+// outcome, each once; onStatus says "reconnecting", then "resumed" (or
+// "could not resume: …", and only then do the calls in flight fail with
+// "run it again"). A bridge without page sessions gets today's behaviour:
 // the calls in flight fail with a clear error, and the next use opens a new
 // socket (retrying with backoff) and connects the server again (with the
 // stored approval: confirm is asked only when the bridge has no valid
@@ -51,6 +57,7 @@ const FRAME_BUDGET = 4 << 20; // bytes: larger messages go as tools:chunk frames
 const PIECE_UNITS = 512 << 10; // UTF-16 units per chunk (at most 6 bytes each, escaped)
 const MAX_INBOUND = 512 << 20; // a larger chunked message from the bridge is refused
 const SAFETY_MS = 15000; // a call with timeoutMs fails locally this long after it
+const ACK_DELAY_MS = 50; // tools:ack goes at most this long after a message, one for all those received meanwhile
 
 // BridgeError is what connectBridge, servers, connect and friends throw.
 // code is the protocol's error code, 'socket-closed', 'declined' or
@@ -187,9 +194,18 @@ class Bridge {
     this._onStatus = o.onStatus || null; // ({ open, code, message })
     this._onServerClosed = o.onServerClosed || null; // ({ server, message })
     this._backoff = Object.assign({ initialMs: 250, maxMs: 8000, attempts: 5 }, o.backoff || {});
+    // Page sessions (PROTOCOL.md, Page sessions): resume: false asks for none.
+    this._features = o.resume === false ? [] : ['resume'];
+    this._session = null; // { token, graceMs } while the bridge keeps a page session for this object
+    this._lastSeq = 0; // the number (n) of the last page-session message handled
+    this._ackTimer = null;
+    this._sent = 0; // requests sent in this page session (tools:hello and tools:ack not counted)
+    this._unconfirmed = []; // [{ n, msg }]: requests sent that the bridge may not have read
+    this._cancelLater = []; // ids of calls given up while the socket was away
+    this._sgen = 0; // page sessions begun; a link made in another one is stale
     this._ws = null;
     this._ready = false;
-    this._gen = 0; // sockets opened so far; a link made on another one is stale
+    this._gen = 0; // sockets opened so far
     this._opening = null;
     this._closed = false;
     this._closing = null; // the last tools:closing of the current socket
@@ -220,16 +236,98 @@ class Bridge {
 
   async _openWithBackoff() {
     let delay = this._backoff.initialMs;
+    // While a page session waits for this page, keep trying until its
+    // grace ends (a proxy restarting can take longer than five attempts).
+    const until = this._session && this._kept() ? Date.now() + this._session.graceMs : 0;
     for (let attempt = 1; ; attempt++) {
       try {
         await this._openAuthenticated();
         return;
       } catch (e) {
-        if (this._closed || attempt >= this._backoff.attempts || PERMANENT.has(e.closeCode)) throw e;
+        const resuming = this._session && Date.now() + delay < until;
+        if (this._closed || PERMANENT.has(e.closeCode) || (attempt >= this._backoff.attempts && !resuming && e.code !== 'session-in-use')) throw e;
+        if (e.code === 'session-in-use' && attempt > 40) throw e;
         await sleep(delay);
         delay = Math.min(delay * 2, this._backoff.maxMs);
       }
     }
+  }
+
+  // _kept reports whether requests wait for their outcome across a resume.
+  _kept() {
+    for (const p of this._pending.values()) if (p.keep) return true;
+    return false;
+  }
+
+  // _hello says which features this page supports; it resumes the page
+  // session when there is one. It resolves { resumed, received } or
+  // { error } (a BridgeError).
+  async _hello() {
+    const msg = { type: 'tools:hello', features: this._features };
+    const resuming = this._session !== null;
+    if (resuming) msg.resume = { token: this._session.token, n: this._lastSeq };
+    const reply = await this._rawRequest(msg);
+    if (reply.ok) {
+      if (resuming && reply.resumed === true) return { resumed: true, received: Number(reply.received) || 0 };
+      const granted = Array.isArray(reply.features) ? reply.features : [];
+      this._newSession(granted.includes('resume') && reply.session ? { token: str(reply.session.token), graceMs: Number(reply.session.graceMs) || 0 } : null);
+      return { resumed: false };
+    }
+    const code = reply.error && reply.error.code;
+    if (code === 'unknown-type') { // a bridge older than tools:hello
+      this._newSession(null);
+      return { resumed: false };
+    }
+    if (code === 'socket-closed') return { error: new BridgeError(str(reply.error.message), { code: 'socket-closed', closeCode: reply.error.closeCode }) };
+    if (code === 'session-in-use') return { error: new BridgeError(str(reply.error.message), { code }) };
+    if (resuming) {
+      // The session is gone (its grace ended, the bridge restarted): what
+      // its calls did is lost. Start a new one on this socket.
+      this._session = null;
+      this._lose('could not resume: ' + (str(reply.error && reply.error.message) || code));
+      return this._hello();
+    }
+    return { error: replyError(reply, 'The bridge refused tools:hello') };
+  }
+
+  // _newSession begins a page session (or none, for a bridge without them).
+  _newSession(session) {
+    this._session = session;
+    this._lastSeq = 0;
+    this._sent = 0;
+    this._unconfirmed = [];
+    this._cancelLater = [];
+    this._sgen++;
+  }
+
+  // _lose fails the requests kept for a resume that cannot happen.
+  _lose(why) {
+    const kept = [...this._pending].filter(([, p]) => p.keep);
+    for (const [k, p] of kept) {
+      this._pending.delete(k);
+      p.resolve({ ok: false, error: { code: 'socket-closed', message: 'The bridge connection was lost and ' + why + '.' } });
+    }
+    if (this._onStatus && kept.length) this._onStatus({ open: this._ready, code: 0, message: why, resumed: false });
+  }
+
+  // _resumed sends again what the bridge never read (after the first
+  // received), and the cancels of calls given up while away.
+  _resumed(received) {
+    const again = this._unconfirmed.filter((u) => u.n > received);
+    this._unconfirmed = [];
+    this._sent = received;
+    for (const u of again) this._send(u.msg);
+    for (const id of this._cancelLater.splice(0)) this._rawRequest({ type: 'tools:cancel', id });
+  }
+
+  _scheduleAck() {
+    if (this._ackTimer !== null) return;
+    this._ackTimer = setTimeout(() => {
+      this._ackTimer = null;
+      if (this._ready && this._ws && this._session) {
+        try { this._ws.send(JSON.stringify({ type: 'tools:ack', n: this._lastSeq })); } catch (e) { /* the socket is going */ }
+      }
+    }, ACK_DELAY_MS);
   }
 
   // _openAuthenticated opens one socket: without the token first (the
@@ -260,6 +358,25 @@ class Bridge {
       this._closing = null;
       let settled = false;
       ws.onopen = async () => {
+        const hello = await this._hello();
+        if (settled) return;
+        if (hello.error) {
+          settled = true;
+          reject(hello.error);
+          try { ws.close(1000); } catch (e) { /* already closing */ }
+          return;
+        }
+        if (hello.resumed) {
+          if (this._ws !== ws || this._gen !== gen) return;
+          this._ready = true;
+          this.authenticatedBy = by;
+          this.lastError = null;
+          settled = true;
+          this._resumed(hello.received);
+          resolve();
+          if (this._onStatus) this._onStatus({ open: true, code: 0, message: 'resumed', resumed: true });
+          return;
+        }
         const reply = await this._rawRequest({ type: 'tools:servers' });
         if (settled) return;
         if (!reply.ok) {
@@ -298,6 +415,10 @@ class Bridge {
         if (!settled) {
           settled = true;
           reject(err);
+        } else if (wasOpen && !this._closed && this._kept()) {
+          // A page session keeps the calls in flight: resume it now.
+          if (this._onStatus) this._onStatus({ open: false, code: err.closeCode, message: 'reconnecting: ' + err.message, reconnecting: true });
+          this.open().catch((e) => this._lose('could not resume: ' + e.message));
         } else if (wasOpen && this._onStatus && !this._closed) {
           this._onStatus({ open: false, code: err.closeCode, message: err.message });
         }
@@ -323,7 +444,13 @@ class Bridge {
     this._ws = null;
     this._ready = false;
     this.lastError = err;
+    // With a page session, calls and connects wait for the resume (their
+    // outcome comes then); a socket the bridge closed with a code, or that
+    // the page closed, ends the session.
+    const resumable = this._session !== null && !this._closed && !this._closing;
+    if (!resumable) this._session = null;
     for (const [k, p] of this._pending) {
+      if (resumable && p.keep) continue;
       this._pending.delete(k);
       p.resolve({ ok: false, error: { code: 'socket-closed', message: err.message, closeCode: err.closeCode } });
     }
@@ -334,6 +461,12 @@ class Bridge {
 
   _send(msg) {
     const ws = this._ws;
+    if (this._session && msg.type !== 'tools:hello' && msg.type !== 'tools:ack') {
+      const n = ++this._sent;
+      this._unconfirmed.push({ n, msg });
+      const p = this._pending.get(msg.type + '#' + msg.id);
+      if (p) p.n = n;
+    }
     const text = JSON.stringify(msg);
     if (text.length * 3 <= FRAME_BUDGET) {
       ws.send(text);
@@ -358,7 +491,8 @@ class Bridge {
     if (!this._ws) return Promise.resolve({ ok: false, error: { code: 'socket-closed', message: 'not connected to the bridge' } });
     if (msg.id === undefined) msg.id = this._nextId++;
     return new Promise((resolve) => {
-      this._pending.set(msg.type + '#' + msg.id, { resolve, onProgress });
+      const keep = msg.type === 'tools:call' || msg.type === 'tools:connect';
+      this._pending.set(msg.type + '#' + msg.id, { resolve, onProgress, keep, n: 0, id: msg.id });
       try {
         this._send(msg);
       } catch (e) {
@@ -385,6 +519,14 @@ class Bridge {
 
   _handle(msg) {
     if (!msg || typeof msg !== 'object') return;
+    if (typeof msg.n === 'number' && msg.type !== 'tools:chunk') {
+      // A page session's message (n is its number; a tools:chunk frame's
+      // seq is the chunk's place in its sequence, not this): each is
+      // handled once, however many times a resume sends it.
+      if (msg.n <= this._lastSeq) return;
+      this._lastSeq = msg.n;
+      this._scheduleAck();
+    }
     switch (msg.type) {
       case 'tools:chunk':
         if (msg.ok === false) return; // a refusal of a sequence this page sent
@@ -411,6 +553,9 @@ class Bridge {
     const p = this._pending.get(key);
     if (p) {
       this._pending.delete(key);
+      // The bridge reads requests in order: those sent up to this one
+      // need never be sent again.
+      if (p.n) this._unconfirmed = this._unconfirmed.filter((u) => u.n > p.n);
       p.resolve(msg);
     }
   }
@@ -528,7 +673,7 @@ class Bridge {
       }
       if (signal && signal.aborted) throw new BridgeError('Cancelled.', { code: 'cancelled' });
       await this.open();
-      const gen = this._gen;
+      const gen = this._sgen;
       const onAbort = () => this._rawRequest({ type: 'tools:cancel', id: msg.id });
       if (signal) signal.addEventListener('abort', onAbort, { once: true });
       let reply;
@@ -569,16 +714,28 @@ class Bridge {
     link.users--;
     if (link.users > 0) return;
     this._links.delete(link.name);
-    if (this._ready && link.gen === this._gen && !link.ended) {
+    if (this._ready && link.gen === this._sgen && !link.ended) {
       await this._rawRequest({ type: 'tools:disconnect', server: link.name });
     }
   }
 
-  // close closes the socket (1000); calls in flight fail.
+  // close closes the socket (1000); calls in flight fail, and are
+  // cancelled at the bridge (which would otherwise keep them for a resume).
   async close() {
     if (this._closed) return;
-    this._closed = true;
     const ws = this._ws;
+    if (ws && this._ready && this._session) {
+      for (const [k, p] of this._pending) {
+        if (k.startsWith('tools:call#') || k.startsWith('tools:connect#')) {
+          try { ws.send(JSON.stringify({ type: 'tools:cancel', id: p.id })); } catch (e) { /* closing */ }
+        }
+      }
+      for (const link of this._links.values()) {
+        try { ws.send(JSON.stringify({ type: 'tools:disconnect', id: 'bye-' + link.name, server: link.name })); } catch (e) { /* closing */ }
+      }
+    }
+    this._closed = true;
+    this._session = null;
     if (ws) {
       this._dropped(ws, new BridgeError('The page closed the bridge connection.', { code: 'socket-closed', closeCode: 1000 }));
       try {
@@ -622,7 +779,7 @@ class ToolConnection {
   async _revive(signal) {
     const b = this._bridge;
     await b.open();
-    if (this._link.gen === b._gen && !this._link.ended) return;
+    if (this._link.gen === b._sgen && !this._link.ended) return;
     await b._establish(this._link, signal);
   }
 
@@ -663,10 +820,12 @@ class ToolConnection {
         if (signal) signal.removeEventListener('abort', onAbort);
         resolve(outcome);
       };
-      const gen = b._gen;
+      const gen = b._sgen;
       const giveUp = () => {
         b._pending.delete('tools:call#' + msg.id);
-        if (b._ready && b._gen === gen) b._rawRequest({ type: 'tools:cancel', id: msg.id });
+        if (b._sgen !== gen) return;
+        if (b._ready) b._rawRequest({ type: 'tools:cancel', id: msg.id });
+        else if (b._session) b._cancelLater.push(msg.id); // sent once the session resumes
       };
       const onAbort = () => {
         giveUp();

@@ -119,17 +119,32 @@ func fakeBridge(t *testing.T) *httptest.Server {
 			return
 		}
 		entry := map[string]any{"name": "fake", "transport": "stdio", "commandLine": "fake", "fingerprint": "sha256:fake", "state": "stopped"}
+		lost := r.URL.Path == "/lost"
 		for {
 			var m map[string]any
 			if err := ws.ReadJSON(&m); err != nil {
 				return
 			}
 			switch m["type"] {
+			case "tools:hello":
+				switch {
+				case !lost: // a bridge older than tools:hello
+					ws.WriteJSON(map[string]any{"type": m["type"], "id": m["id"], "ok": false, "error": map[string]any{"code": "unknown-type", "message": "unknown message type"}})
+				case m["resume"] != nil: // the bridge restarted: it knows no session
+					ws.WriteJSON(map[string]any{"type": m["type"], "id": m["id"], "ok": false, "error": map[string]any{"code": "session-unknown", "message": "this page session cannot be resumed: it has ended"}})
+				default:
+					ws.WriteJSON(map[string]any{"type": m["type"], "id": m["id"], "ok": true, "protocol": 1, "features": []string{"resume"}, "session": map[string]any{"token": "ps_fake", "graceMs": 300000}})
+				}
+			case "tools:ack":
 			case "tools:servers":
 				ws.WriteJSON(map[string]any{"type": m["type"], "id": m["id"], "ok": true, "bridge": map[string]any{"name": "fake", "protocol": 1, "query": r.URL.RawQuery}, "servers": []any{entry}, "problems": []any{}})
 			case "tools:connect":
 				ws.WriteJSON(map[string]any{"type": m["type"], "id": m["id"], "ok": true, "approval": "x", "serverInfo": map[string]any{"name": "fake"}, "tools": []any{map[string]any{"name": "anything"}}})
 			case "tools:call":
+				if lost {
+					ws.UnderlyingConn().Close() // a drop, no close frame
+					return
+				}
 				closeWith(4408, "the page stopped reading")
 				return
 			}
@@ -151,6 +166,13 @@ func deref(s *string) string {
 		return "<nil>"
 	}
 	return *s
+}
+
+type status struct {
+	Open                  bool
+	Code                  int
+	Message               string
+	Reconnecting, Resumed bool
 }
 
 type bridgeErr struct {
@@ -224,17 +246,15 @@ func TestClientModuleNode(t *testing.T) {
 		SecondListing                                     []string
 		Parsed, Invalid, AfterConnClose, AfterBridgeClose outcome
 		Drop, AfterDrop                                   outcome
-		Statuses                                          []struct {
-			Open    bool
-			Code    int
-			Message string
-		}
-		AskedTotal      int
-		Closing         map[string]bridgeErr
-		Midcall         outcome
-		CookieOnly      bridgeErr
-		AuthenticatedBy string
-		Query           map[string]struct{ By, Query string }
+		Statuses, ResumedStatuses, LostStatuses           []status
+		Resumed, AfterResume, Lost                        outcome
+		ResumedProgress                                   int
+		AskedTotal                                        int
+		Closing                                           map[string]bridgeErr
+		Midcall                                           outcome
+		CookieOnly                                        bridgeErr
+		AuthenticatedBy                                   string
+		Query                                             map[string]struct{ By, Query string }
 	}
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); runErr != nil || err != nil || res.Error != "" {
 		t.Fatalf("node %s: %v %v %s\nstdout:\n%s\nstderr:\n%s", script, runErr, err, res.Error, stdout.String(), stderr.String())
@@ -324,6 +344,29 @@ func TestClientModuleNode(t *testing.T) {
 	}
 	if len(res.Statuses) < 3 || res.Statuses[1].Open || res.Statuses[1].Code != 1006 || !res.Statuses[len(res.Statuses)-1].Open {
 		t.Errorf("onStatus: %+v, want open, closed 1006, open", res.Statuses)
+	}
+	// With a page session, the drop loses nothing.
+	if !res.Resumed.OK || string(res.Resumed.Result) != `{"cancelIgnored":false,"steps":20,"tag":"R"}` || !res.AfterResume.OK {
+		t.Errorf("a call when the socket of a page session drops: %+v, then %+v", res.Resumed, res.AfterResume)
+	}
+	var seen []string
+	for _, s := range res.ResumedStatuses {
+		switch {
+		case s.Reconnecting:
+			seen = append(seen, "reconnecting")
+		case s.Resumed:
+			seen = append(seen, "resumed")
+		case s.Open:
+			seen = append(seen, "open")
+		default:
+			seen = append(seen, "closed")
+		}
+	}
+	if strings.Join(seen, ",") != "open,reconnecting,resumed" {
+		t.Errorf("onStatus with a page session: %v (%+v), want open, reconnecting, resumed", seen, res.ResumedStatuses)
+	}
+	if res.Lost.OK || !strings.Contains(res.Lost.Error, "could not resume: this page session cannot be resumed") || !strings.Contains(res.Lost.Error, "run it again") {
+		t.Errorf("a call whose page session is gone: %+v", res.Lost)
 	}
 	want := map[string]string{"1001": "the bridge stopped", "4400": "binary frame", "4401": "no usable credentials", "4403": "may not run tools",
 		"4408": "stopped reading", "4503": "could not ask the Jupyter server"}

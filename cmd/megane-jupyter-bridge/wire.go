@@ -161,6 +161,10 @@ func bridgeOptions(admin jupyter.AdminSettings) bridge.Options {
 		InitTimeout:            admin.InitTimeout,
 		CallTimeoutMax:         admin.CallTimeoutMax,
 		RestartBusyAfterCancel: admin.RestartBusyAfterCancel,
+		ResumeGrace:            admin.ResumeGrace,
+		MaxAway:                admin.MaxAway,
+		MaxAwayPerUser:         admin.MaxAwayPerUser,
+		AwayMemory:             admin.AwayMemory,
 		StripEnv:               admin.StripEnv,
 
 		MetricsPublicOnLoopback: admin.MetricsPublicOnLoopback,

@@ -106,10 +106,11 @@ try {
   out.afterConnClose = await call(c2, 'echo', {});
   await b2.close();
 
-  // The socket drops during a call: the call fails clearly, the next one
-  // reconnects the socket and the server without asking again.
+  // Without a page session (resume: false, or a bridge older than
+  // tools:hello), the socket drops during a call: the call fails clearly,
+  // the next one reconnects the socket and the server without asking again.
   let statuses = [];
-  const b3 = await mod.connectBridge(env.RELAY_WS, { token: env.TOKEN, approvals, onStatus: (s) => statuses.push(s) });
+  const b3 = await mod.connectBridge(env.RELAY_WS, { token: env.TOKEN, approvals, resume: false, onStatus: (s) => statuses.push(s) });
   const c3 = await b3.connect('flaky', { confirm });
   let cut = null;
   out.drop = await call(c3, 'slow', { steps: 100000, intervalMs: 50 }, {
@@ -120,6 +121,23 @@ try {
   out.statuses = statuses;
   out.askedTotal = asked.length;
   await b3.close();
+
+  // With a page session (the default), the same drop loses nothing: the
+  // module reconnects by itself, and the call resolves with its result,
+  // once; onStatus says reconnecting, then resumed.
+  const rstat = [];
+  const b4 = await mod.connectBridge(env.RELAY_WS, { token: env.TOKEN, approvals, onStatus: (s) => rstat.push(s) });
+  const c4 = await b4.connect('flaky', { confirm });
+  let cut4 = null;
+  let progress4 = 0;
+  out.resumed = await call(c4, 'slow', { steps: 20, intervalMs: 50, tag: 'R' }, {
+    onProgress: () => { progress4++; if (!cut4) cut4 = fetch(env.DROP); },
+  });
+  await cut4;
+  out.resumedProgress = progress4;
+  out.resumedStatuses = rstat;
+  out.afterResume = await call(c4, 'echo', { d: 4 });
+  await b4.close();
   await bridge.close();
   out.afterBridgeClose = await call(conn, 'echo', {});
 
@@ -133,6 +151,14 @@ try {
       out.closing[code] = { message: e.message, closeCode: e.closeCode };
     }
   }
+  // A page session the bridge no longer has: the call in flight fails
+  // with why, and "run it again".
+  const lstat = [];
+  const lost = await mod.connectBridge(env.FAKE_WS + '/lost', { backoff: { attempts: 3, initialMs: 50 }, onStatus: (s) => lstat.push(s) });
+  const lc = await lost.connect('fake', { confirm: async () => true });
+  out.lost = await call(lc, 'anything', {});
+  out.lostStatuses = lstat;
+  await lost.close();
   // 4408 while a call is in flight.
   const fake = await mod.connectBridge(env.FAKE_WS + '/midcall', { backoff: { attempts: 1 } });
   const fc = await fake.connect('fake', { confirm: async () => true });
