@@ -318,6 +318,12 @@ func TestHubEndToEnd(t *testing.T) {
 					checkClosing(t, revoked, bridge.CloseForbidden, "")
 				})
 			}
+			// Last: it kills the proxy under every socket of this user.
+			if u.name == "alice" {
+				t.Run("configurable-http-proxy killed mid-call: the page resumes through the new one", func(t *testing.T) {
+					proxyResume(t, h, public, http.Header{"Cookie": {cookie}, "Origin": {same}})
+				})
+			}
 			// The bridge's log lines (slog's, among the Hub's and the
 			// servers') name no credential and no unserved path.
 			for _, line := range strings.Split(h.Out.String(), "\n") {
@@ -413,5 +419,85 @@ func copyExecutable(t testing.TB, from, to string) {
 	}
 	if err := os.WriteFile(to, b, 0o755); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// proxyResume opens a page session through the Hub, starts a 6-second
+// call, kills configurable-http-proxy once the first progress arrives (the
+// Hub starts a new one within check_running_interval, 5 s), and resumes
+// through the new proxy: the call's result arrives, once.
+func proxyResume(t *testing.T, h *jupytertest.Hub, public string, header http.Header) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, _, err := proxiedPage(t, public, "", header)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	hello, err := p.Request(ctx, map[string]any{"type": "tools:hello", "id": "h", "features": []string{"resume"}})
+	if err != nil || hello.OK == nil || !*hello.OK {
+		t.Fatalf("hello: %v %v", err, hello)
+	}
+	var session struct{ Token string }
+	json.Unmarshal(hello.Fields["session"], &session)
+	connectBridgetest(t, p)
+	if err := p.Send(map[string]any{"type": "tools:call", "id": "long", "server": "bridgetest", "tool": "slow",
+		"arguments": map[string]any{"steps": 60, "intervalMs": 100, "tag": "chp"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:progress" }); err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for _, m := range p.All() {
+		var n uint64
+		json.Unmarshal(m.Fields["n"], &n)
+		last = max(last, n)
+	}
+	pidText, err := os.ReadFile(h.Path("proxy.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	proc, err := os.FindProcess(pid)
+	if err == nil {
+		err = proc.Kill()
+	}
+	if err != nil {
+		t.Fatalf("kill configurable-http-proxy (pid %d): %v", pid, err)
+	}
+	<-p.Done()
+	var q *bridgetest.Page
+	for {
+		if q, _, err = proxiedPage(t, public, "", header); err == nil {
+			break
+		}
+		if time.Since(killed) > time.Minute {
+			t.Fatalf("no proxy a minute after the kill: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("a socket through the new proxy %s after the kill", time.Since(killed).Round(time.Millisecond))
+	again, err := q.Request(ctx, map[string]any{"type": "tools:hello", "id": "h2", "features": []string{"resume"},
+		"resume": map[string]any{"token": session.Token, "n": last}})
+	if err != nil || !strings.Contains(again.String(), `"resumed":true`) {
+		t.Fatalf("resume through the new proxy: %v %v", err, again)
+	}
+	got, err := q.Reply(ctx, "tools:call", "long")
+	if err != nil || got.OK == nil || !*got.OK || !strings.Contains(got.String(), `"steps":60,"tag":"chp"`) {
+		t.Fatalf("the call's result after the resume: %v %.300s", err, got)
+	}
+	time.Sleep(300 * time.Millisecond)
+	n := 0
+	for _, m := range q.All() {
+		if m.Type == "tools:call" && string(m.ID) == `"long"` {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the result arrived %d times on the new socket", n)
 	}
 }
