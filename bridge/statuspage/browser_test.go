@@ -8,10 +8,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -811,6 +814,34 @@ func TestBrowser(t *testing.T) {
 		if res.AtomsAfter != "7" {
 			t.Errorf("the call after the cancel built %q atoms, want 7", res.AtomsAfter)
 		}
+	})
+
+	t.Run("resume after a cut", func(t *testing.T) {
+		b := startBridge(t, bin, only("demo-tools"))
+		rl := startRelay(t, b.addr)
+		drop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rl.cut() }))
+		t.Cleanup(drop.Close)
+		var res struct {
+			Outcome, Atoms, Error string
+			States                []string
+			ElapsedMs             float64
+			Sockets, CallsSent    int
+			Hellos                []struct{ Resume bool }
+			pageHealth
+		}
+		page := "http://" + rl.ln.Addr().String() + "/megane/builder-tools/?token=" + b.token
+		scenario(t, env, "resume", map[string]string{"PAGE_URL": page, "DROP": drop.URL}, &res)
+		res.check(t)
+		if res.Outcome != "ok" || res.Atoms != "42" || res.CallsSent != 1 {
+			t.Errorf("after the cut: outcome %q (%s), %q atoms, the call sent %d times; want ok, 42, once", res.Outcome, res.Error, res.Atoms, res.CallsSent)
+		}
+		if len(res.Hellos) != 2 || res.Hellos[0].Resume || !res.Hellos[1].Resume || res.Sockets != 2 {
+			t.Errorf("hellos %+v on %d sockets: want a new page session, then a resume", res.Hellos, res.Sockets)
+		}
+		if !slices.Contains(res.States, "reconnecting…") || res.States[len(res.States)-1] != "connected (resumed)" {
+			t.Errorf("the socket's state went %q: want reconnecting…, then connected (resumed)", res.States)
+		}
+		t.Logf("the result %0.f ms after the cut; socket states %q", res.ElapsedMs, res.States)
 	})
 
 	t.Run("crash", func(t *testing.T) {
