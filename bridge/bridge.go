@@ -526,10 +526,15 @@ func (b *Bridge) releaseMemory(parts [][]byte) {
 		return
 	}
 	if msgSize(parts) >= b.opts.ReleaseAfter {
-		place := b.lane.acquire()
-		debug.FreeOSMemory()
-		place.release()
+		b.freeOSMemory()
 	}
+}
+
+// freeOSMemory hands freed memory back to the OS, in the bulk lane.
+func (b *Bridge) freeOSMemory() {
+	place := b.lane.acquire()
+	debug.FreeOSMemory()
+	place.release()
 }
 
 // snapshot returns the configuration: the Catalog's answer from a read that

@@ -305,8 +305,6 @@ func (t *tab) handleCall(m pageMessage) {
 	go func() {
 		defer t.work.Done()
 		defer cancel()
-		defer t.removePending(m.ID, p)
-		defer s.removeCall(c)
 		c.slot = &rawSlot{}
 		if note := s.busyNote(); note != "" {
 			c.progress(0, 0, note) // why this call may wait: the server still computes a cancelled one
@@ -317,6 +315,13 @@ func (t *tab) handleCall(m pageMessage) {
 		} else if perr == nil {
 			s.callEnded(c.start) // the server got to this call: whatever it was finishing is over
 		}
+		// The call stops counting (against MaxCallsPerTab and
+		// MaxCallsPerServer, and its id as in flight) before the page can
+		// see its answer: a page that sends its next call the moment it has
+		// the answer must not find this one still counted (50 tabs calling
+		// in turn met "64 calls in flight" so).
+		s.removeCall(c)
+		t.removePending(m.ID, p)
 		c.finish(raw, perr)
 		// What the queued result did not take of the reservation (an
 		// error, or no result) goes back.

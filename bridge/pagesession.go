@@ -155,6 +155,9 @@ func (t *tab) handleHello(m pageMessage) {
 	}
 	t.helloOver = true
 	if resume {
+		t.attachCh = make(chan attachment)
+		t.finished = make(chan struct{})
+		t.lastProg = map[string]*outMsg{}
 		t.token = newSessionToken()
 		t.b.mu.Lock()
 		t.b.sessions[pageKey(t.token)] = t
@@ -359,11 +362,21 @@ func (t *tab) ack(seq uint64) {
 		}
 	}
 	t.qmu.Unlock()
+	var freed int64
 	for _, m := range gone {
-		parts := m.parts
+		freed += msgSize(m.parts)
 		m.parts = nil
 		m.done()
-		t.b.releaseMemory(parts)
+	}
+	// Handing memory back takes a while after a large message: the write
+	// loop does it, so that the read loop reads the page's next request
+	// at once.
+	if t.b.opts.ReleaseAfter >= 0 && freed >= t.b.opts.ReleaseAfter {
+		t.freeDue.Store(true)
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -520,3 +520,56 @@ func TestAwayMemoryDropsResults(t *testing.T) {
 		t.Errorf("megane_bridge_page_resumes_total = %v, want 1", v)
 	}
 }
+
+// revocableGate admits alice until revoked is set; her sockets and her
+// pages away are re-checked every 100 ms.
+type revocableGate struct{ revoked *atomic.Bool }
+
+func (g revocableGate) Admit(context.Context, *http.Request) (bridge.Admission, *bridge.Refusal) {
+	if g.revoked.Load() {
+		return bridge.Admission{}, &bridge.Refusal{CloseCode: bridge.CloseForbidden, Reason: "alice may not execute kernels"}
+	}
+	return bridge.Admission{User: "alice", RecheckInterval: 100 * time.Millisecond, Recheck: func(context.Context) *bridge.Refusal {
+		if g.revoked.Load() {
+			return &bridge.Refusal{CloseCode: bridge.CloseForbidden, Reason: "alice may not execute kernels"}
+		}
+		return nil
+	}}, nil
+}
+
+// TestRevokedWhileAway: a user whose right to execute kernels is revoked
+// while her page is away has the page session's calls cancelled at the
+// server at the next re-check, not at the grace's end, and her new socket
+// is refused at the door.
+func TestRevokedWhileAway(t *testing.T) {
+	jpath := journal(t)
+	spec := fakeServer(t, "lab", bridgetest.Mode{Journal: jpath})
+	revoked := &atomic.Bool{}
+	h := newHarness(t, bridge.Options{Gate: revocableGate{revoked}}, spec)
+	ctx := testCtx(t, 60*time.Second)
+	r := &resPage{t: t}
+	mustOK(t, r.hello(ctx, h.wsURL, nil))
+	_ = r.p.Send(map[string]any{"type": "tools:connect", "id": 1, "server": "lab", "fingerprint": spec.Fingerprint, "confirmed": true})
+	mustOK(t, r.await(ctx, isReply("tools:connect", 1)))
+	_ = r.p.Send(map[string]any{"type": "tools:call", "id": 2, "server": "lab", "tool": "slow", "arguments": map[string]any{"steps": 600, "intervalMs": 50}})
+	r.await(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:progress" })
+	r.p.Drop()
+	time.Sleep(200 * time.Millisecond)
+	revoked.Store(true)
+	deadline := time.Now().Add(10 * time.Second) // the grace is 5 minutes
+	for !strings.Contains(strings.Join(journalMethods(t, jpath), " "), "notifications/cancelled") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the revoked user's call still runs: %v", journalMethods(t, jpath))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p, _, err := bridgetest.Dial(ctx, h.wsURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	m, err := p.Wait(ctx, func(m *bridgetest.Msg) bool { return m.Type == "tools:closing" })
+	if err != nil || !strings.Contains(m.String(), "4403") {
+		t.Fatalf("the revoked user's new socket: %v %v", err, m)
+	}
+}

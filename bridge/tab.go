@@ -57,8 +57,9 @@ type tab struct {
 	resumable atomic.Bool        // set once, by the read loop's tools:hello
 	token     string             // written by the read loop's tools:hello before resumable; then read-only
 	away      atomic.Bool        // true while the tab has no socket
-	attachCh  chan attachment    // unbuffered: the socket that claimed this tab hands itself over; received by serve while away
-	finished  chan struct{}      // closed by serve when the tab has ended
+	attachCh  chan attachment    // made with resumable, unbuffered: the socket that claimed this tab hands itself over; received by serve while away
+	finished  chan struct{}      // made with resumable; closed by serve when the tab has ended
+	freeDue   atomic.Bool        // set by ack when it freed a large message: the write loop hands memory back (Bridge.freeOSMemory) off the read loop
 	handoff   *attachment        // owned by the read loop: the away tab this socket resumes (the read loop returns once set)
 	helloOver bool               // owned by the read loop: a request other than a refused tools:hello was handled
 	received  uint64             // owned by the read loop of the attached socket: page messages handled, for a resume
@@ -118,14 +119,11 @@ func newTab(b *Bridge, conn *websocket.Conn, adm Admission, origin string) *tab 
 	return &tab{
 		b: b, conn: conn, adm: adm, id: b.newToken("t"), origin: origin,
 		ctx: ctx, cancel: cancel,
-		wake:     make(chan struct{}, 1),
-		latest:   map[string]*outMsg{},
-		lastProg: map[string]*outMsg{},
-		done:     make(chan struct{}),
-		attachCh: make(chan attachment),
-		finished: make(chan struct{}),
-		shares:   map[string]*session{},
-		pending:  map[string]*pending{},
+		wake:    make(chan struct{}, 1),
+		latest:  map[string]*outMsg{},
+		done:    make(chan struct{}),
+		shares:  map[string]*session{},
+		pending: map[string]*pending{},
 	}
 }
 
@@ -331,7 +329,11 @@ func (t *tab) closeWith(code int, reason string) {
 }
 
 func (t *tab) serve() {
-	defer close(t.finished)
+	defer func() {
+		if t.finished != nil { // set by this goroutine's read loop (tools:hello)
+			close(t.finished)
+		}
+	}()
 	var loops sync.WaitGroup
 	if t.adm.Recheck != nil {
 		loops.Add(1)
@@ -548,6 +550,9 @@ func (t *tab) writeLoop(conn *websocket.Conn, sockEnd <-chan struct{}) {
 	for {
 		select {
 		case <-t.wake:
+			if t.freeDue.Swap(false) {
+				t.b.freeOSMemory()
+			}
 			m := t.pop()
 			if m == nil {
 				continue

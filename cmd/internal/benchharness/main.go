@@ -100,16 +100,25 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	bridged, size, err := c.largeBridged(ctx, br)
+	bridged, size, err := c.largeBridged(ctx, br, false)
 	if err != nil {
 		br.stop()
 		return fmt.Errorf("bridged large call: %w", err)
 	}
 	hwm := br.status("VmHWM")
+	// The same with a page session (message numbers, acknowledgements, the
+	// result held until acknowledged), right after, on the same bridge.
+	sessioned, _, err := c.largeBridged(ctx, br, true)
+	if err != nil {
+		br.stop()
+		return fmt.Errorf("bridged large call with a page session: %w", err)
+	}
 	rows = append(rows,
 		row{"1. 500k-atom result, direct go-sdk client (stdio)", ms(direct), "", ""},
 		row{"1. same through the bridge (WebSocket → bridge → stdio)", ms(bridged),
 			fmt.Sprintf("%.2f × direct", bridged.Seconds()/direct.Seconds()), verdict(bridged.Seconds() <= 1.15*direct.Seconds(), "≤ 1.15 × direct")},
+		row{"1. same with a page session (numbered, acknowledged)", ms(sessioned),
+			fmt.Sprintf("%.2f × without", sessioned.Seconds()/bridged.Seconds()), "within noise"},
 	)
 	if c.supergateway != "" {
 		sg, err := c.largeSupergateway(ctx)
@@ -134,10 +143,15 @@ func run() error {
 			br.stop()
 			return fmt.Errorf("direct small calls: %w", err)
 		}
-		b, err := c.smallBridged(ctx, br, tabs, calls)
+		b, err := c.smallBridged(ctx, br, tabs, calls, false)
 		if err != nil {
 			br.stop()
 			return fmt.Errorf("bridged small calls: %w", err)
+		}
+		bs, err := c.smallBridged(ctx, br, tabs, calls, true)
+		if err != nil {
+			br.stop()
+			return fmt.Errorf("bridged small calls with a page session: %w", err)
 		}
 		add50, add99 := pct(b, 50)-pct(d, 50), pct(b, 99)-pct(d, 99)
 		rows = append(rows, row{fmt.Sprintf("3. small call latency, %d tab(s) × %d calls: direct p50 / p99", tabs, calls),
@@ -145,6 +159,9 @@ func run() error {
 		rows = append(rows, row{"3. same through the bridge: p50 / p99 (added)",
 			fmt.Sprintf("%s / %s", us(pct(b, 50)), us(pct(b, 99))),
 			fmt.Sprintf("%s / %s", signedUS(add50), signedUS(add99)), verdict(add50 <= 300*time.Microsecond, "p50 ≤ +0.3 ms")})
+		rows = append(rows, row{"3. same with a page session (numbered, each reply acknowledged): p50 / p99",
+			fmt.Sprintf("%s / %s", us(pct(bs, 50)), us(pct(bs, 99))),
+			fmt.Sprintf("%s / %s vs without", signedUS(pct(bs, 50)-pct(b, 50)), signedUS(pct(bs, 99)-pct(b, 99))), "within noise"})
 	}
 	br.stop()
 
@@ -442,8 +459,10 @@ func (b *bridgeProc) status(field string) int64 {
 // page is a minimal synchronous page: one request at a time, chunks
 // reassembled.
 type page struct {
-	conn *websocket.Conn
-	next int
+	conn    *websocket.Conn
+	next    int
+	session bool   // a page session (tools:hello with resume): acknowledges each reply
+	lastN   uint64 // the number of the last page-session message read
 }
 
 func (b *bridgeProc) dial(ctx context.Context) (*page, error) {
@@ -454,6 +473,23 @@ func (b *bridgeProc) dial(ctx context.Context) (*page, error) {
 	}
 	conn.SetReadLimit(-1)
 	return &page{conn: conn}, nil
+}
+
+// dialSession opens a page with a page session, as builder-tools-client.js
+// does: every message then carries its number, and the page acknowledges
+// (here after every reply, more often than the client module's 50 ms).
+func (b *bridgeProc) dialSession(ctx context.Context) (*page, error) {
+	p, err := b.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := p.request(map[string]any{"type": "tools:hello", "features": []string{"resume"}})
+	if err != nil || !strings.Contains(string(r), `"session"`) {
+		p.close()
+		return nil, fmt.Errorf("hello: no page session: %v %.200s", err, r)
+	}
+	p.session = true
+	return p, nil
 }
 
 func (p *page) close() {
@@ -484,6 +520,7 @@ func (p *page) request(v map[string]any) ([]byte, error) {
 			Seq   int             `json:"seq"`
 			Count int             `json:"count"`
 			Data  *string         `json:"data"`
+			N     uint64          `json:"n"`
 		}
 		if len(frame) > 1<<16 || strings.Contains(string(frame[:min(len(frame), 40)]), `"tools:chunk"`) {
 			if err := json.Unmarshal(frame, &head); err != nil {
@@ -502,15 +539,23 @@ func (p *page) request(v map[string]any) ([]byte, error) {
 			var inner struct {
 				ID json.RawMessage `json:"id"`
 				OK *bool           `json:"ok"`
+				N  uint64          `json:"n"`
 			}
 			if err := json.Unmarshal(frame, &inner); err != nil {
 				return nil, err
 			}
-			head.ID, head.OK = inner.ID, inner.OK
+			head.ID, head.OK, head.N = inner.ID, inner.OK, inner.N
 		}
+		p.lastN = max(p.lastN, head.N)
 		if head.OK != nil && string(head.ID) == want {
 			if !*head.OK {
 				return nil, fmt.Errorf("%.300s", frame)
+			}
+			if p.session {
+				ack, _ := json.Marshal(map[string]any{"type": "tools:ack", "n": p.lastN})
+				if err := p.conn.WriteMessage(websocket.TextMessage, ack); err != nil {
+					return nil, err
+				}
 			}
 			return frame, nil
 		}
@@ -522,8 +567,12 @@ func (p *page) connect(b *bridgeProc) error {
 	return err
 }
 
-func (c *config) largeBridged(ctx context.Context, b *bridgeProc) (time.Duration, int64, error) {
-	p, err := b.dial(ctx)
+func (c *config) largeBridged(ctx context.Context, b *bridgeProc, session bool) (time.Duration, int64, error) {
+	dial := b.dial
+	if session {
+		dial = b.dialSession
+	}
+	p, err := dial(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -551,10 +600,14 @@ func (c *config) largeBridged(ctx context.Context, b *bridgeProc) (time.Duration
 	return median(ds), size, nil
 }
 
-func (c *config) smallBridged(ctx context.Context, b *bridgeProc, tabs, calls int) ([]time.Duration, error) {
+func (c *config) smallBridged(ctx context.Context, b *bridgeProc, tabs, calls int, session bool) ([]time.Duration, error) {
+	dial := b.dial
+	if session {
+		dial = b.dialSession
+	}
 	pages := make([]*page, tabs)
 	for i := range pages {
-		p, err := b.dial(ctx)
+		p, err := dial(ctx)
 		if err != nil {
 			return nil, err
 		}
