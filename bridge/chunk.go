@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gorilla/websocket"
 )
 
 // Chunking: a message larger than the frame limit travels as tools:chunk
@@ -403,3 +405,39 @@ func (r *reassembler) expire() []string {
 }
 
 func (s *sequence) String() string { return fmt.Sprintf("%d/%d", s.next, s.count) }
+
+// binaryChunks writes a message larger than the frame limit to a page that
+// asked for the feature "binary" (tools:hello): one text frame, the
+// sequence's head {"type":"tools:chunk","id","count","size","binary":true},
+// then count binary frames holding the message's bytes in order, each at
+// most frameLimit bytes and never spanning two of its parts, so that no
+// byte is copied or escaped (a 40 MB result is its own frames' payload).
+// A frame may end inside a UTF-8 sequence: the page decodes the whole.
+// write sends one frame of the given gorilla message type.
+func binaryChunks(parts [][]byte, id string, frameLimit int, write func(typ int, p []byte) error) error {
+	count := 0
+	for _, p := range parts {
+		count += (len(p) + frameLimit - 1) / frameLimit
+	}
+	head := make([]byte, 0, 128)
+	head = append(head, `{"type":"tools:chunk","id":"`...)
+	head = append(head, id...)
+	head = append(head, `","count":`...)
+	head = strconv.AppendInt(head, int64(count), 10)
+	head = append(head, `,"size":`...)
+	head = strconv.AppendInt(head, msgSize(parts), 10)
+	head = append(head, `,"binary":true}`...)
+	if err := write(websocket.TextMessage, head); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		for len(p) > 0 {
+			n := min(len(p), frameLimit)
+			if err := write(websocket.BinaryMessage, p[:n]); err != nil {
+				return err
+			}
+			p = p[n:]
+		}
+	}
+	return nil
+}

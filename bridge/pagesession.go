@@ -43,6 +43,7 @@ const (
 // has and is configured for; a page that sends no tools:hello gets none.
 const (
 	featureResume = "resume"
+	featureBinary = "binary" // the data of the bridge's chunk sequences in binary frames (binaryChunks)
 )
 
 // attachment is a socket handed to an away tab.
@@ -51,6 +52,9 @@ type attachment struct {
 	conn *websocket.Conn // set by the handing tab's serve
 	seq  uint64          // the last sequence number the page has
 	id   json.RawMessage // the tools:hello's id, echoed by the reply
+	// binary: the new socket's page asked for binary chunk frames (a page
+	// may come back as another version of itself).
+	binary bool
 }
 
 // heldResult marks a queued call result, so that it can be dropped (and
@@ -132,6 +136,10 @@ func (t *tab) handleHello(m pageMessage) {
 	if resume {
 		granted = append(granted, featureResume)
 	}
+	binary := slices.Contains(req.Features, featureBinary)
+	if binary {
+		granted = append(granted, featureBinary)
+	}
 	if req.Resume != nil {
 		if !resume {
 			t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "\"resume\" needs the feature \"resume\" in \"features\"")))
@@ -150,10 +158,11 @@ func (t *tab) handleHello(m pageMessage) {
 			return // the page may say hello again, without resume
 		}
 		t.helloOver = true
-		t.handoff = &attachment{tab: ot, seq: *req.Resume.N, id: m.ID}
+		t.handoff = &attachment{tab: ot, seq: *req.Resume.N, id: m.ID, binary: binary}
 		return
 	}
 	t.helloOver = true
+	t.binary.Store(binary)
 	if resume {
 		t.attachCh = make(chan attachment)
 		t.finished = make(chan struct{})
@@ -253,7 +262,12 @@ func (t *tab) resume(a attachment) {
 		running[k] = true
 	}
 	t.mu.Unlock()
-	reply := &outMsg{parts: [][]byte{t.helloMessage(a.id, []string{featureResume}, true)}, plain: true}
+	t.binary.Store(a.binary)
+	features := []string{featureResume}
+	if a.binary {
+		features = append(features, featureBinary)
+	}
+	reply := &outMsg{parts: [][]byte{t.helloMessage(a.id, features, true)}, plain: true}
 	reply.n = msgSize(reply.parts) + queueOverhead
 	t.qmu.Lock()
 	resend := t.held

@@ -78,7 +78,8 @@ func TestProtocolDocument(t *testing.T) {
 	got("tools:cancel reply", m, err)
 	r, err = p.Request(ctx, sent("tools:openSettings request", map[string]any{"type": "tools:openSettings", "id": 6}))
 	got("tools:openSettings reply", r, err)
-	examples["tools:chunk"] = captureChunk(t, h, spec)
+	examples["tools:chunk"] = captureChunk(t, h, spec, false)
+	examples["tools:chunk binary head"] = captureChunk(t, h, spec, true)
 	r, err = p.Request(ctx, sent("tools:disconnect request", map[string]any{"type": "tools:disconnect", "id": 8, "server": "lab-tools"}))
 	got("tools:disconnect reply", r, err)
 	connect(t, ctx, p, 9, spec)
@@ -163,7 +164,7 @@ func TestProtocolDocument(t *testing.T) {
 
 // captureChunk returns one raw tools:chunk frame of a reply larger than the
 // frame limit, read from a socket of its own.
-func captureChunk(t *testing.T, h *harness, spec bridge.ServerSpec) []byte {
+func captureChunk(t *testing.T, h *harness, spec bridge.ServerSpec, binary bool) []byte {
 	t.Helper()
 	conn, _, err := websocket.DefaultDialer.Dial(h.wsURL, nil)
 	if err != nil {
@@ -171,6 +172,9 @@ func captureChunk(t *testing.T, h *harness, spec bridge.ServerSpec) []byte {
 	}
 	defer conn.Close()
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if binary {
+		conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"tools:hello","id":0,"features":["binary"]}`))
+	}
 	connectMsg, _ := json.Marshal(map[string]any{"type": "tools:connect", "id": 1, "server": spec.Name, "fingerprint": spec.Fingerprint, "confirmed": true})
 	conn.WriteMessage(websocket.TextMessage, connectMsg)
 	for {

@@ -55,6 +55,7 @@ type tab struct {
 	// Page sessions (pagesession.go): a tab whose page asked for "resume"
 	// in tools:hello outlives its socket for Options.ResumeGrace.
 	resumable atomic.Bool        // set once, by the read loop's tools:hello
+	binary    atomic.Bool        // set once, by the read loop's tools:hello: chunk data goes in binary frames (binaryChunks)
 	token     string             // written by the read loop's tools:hello before resumable; then read-only
 	away      atomic.Bool        // true while the tab has no socket
 	attachCh  chan attachment    // made with resumable, unbuffered: the socket that claimed this tab hands itself over; received by serve while away
@@ -131,12 +132,6 @@ func newTab(b *Bridge, conn *websocket.Conn, adm Admission, origin string) *tab 
 // would pass Options.OutboundBytes is not keeping up: it is closed with 4408
 // rather than fed a partial stream.
 func (t *tab) push(msg []byte) { t.enqueue("", [][]byte{msg}) }
-
-// pushHeld queues a message made of parts (concatenated on the wire, so a
-// large raw result is sent without being copied into the reply first),
-// whose bytes something else counts too until it has left the queue:
-// release runs then (or at once, if the message is never queued).
-func (t *tab) pushHeld(release func(), parts ...[]byte) { t.enqueueHeld("", parts, release) }
 
 // pushProgress queues a call's progress: it replaces, in place, that
 // call's progress still waiting in the queue (key is the call's id key),
@@ -535,6 +530,16 @@ func (t *tab) writeLoop(conn *websocket.Conn, sockEnd <-chan struct{}) {
 		defer frame.release()
 		total := int(msgSize(parts))
 		if total > frameLimit {
+			if t.binary.Load() {
+				return binaryChunks(parts, t.b.newToken("b"), frameLimit, func(typ int, p []byte) error {
+					d := time.Now().Add(t.b.opts.WriteTimeout)
+					if !flushBy.IsZero() {
+						d = flushBy
+					}
+					_ = conn.SetWriteDeadline(d)
+					return conn.WriteMessage(typ, p)
+				})
+			}
 			frame.reserve(frameLimit)
 			return chunkFrames(parts, t.b.newToken("b"), frameLimit, buf, nextWriter)
 		}

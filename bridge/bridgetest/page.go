@@ -34,6 +34,8 @@ type Page struct {
 	maxFrame  int                  // guarded by mu; the largest frame received
 	frames    int                  // guarded by mu
 	chunks    map[string]*chunkSeq // owned by readLoop
+	bin       *chunkSeq            // owned by readLoop: the binary chunk sequence being received (feature "binary")
+	binFrames int                  // guarded by mu; binary frames received
 	nextChunk int                  // guarded by mu; ids of chunk sequences sent
 	done      chan struct{}        // closed by readLoop
 }
@@ -124,6 +126,22 @@ func (p *Page) Err() error {
 	return p.err
 }
 
+// fail ends the read loop with err and closes the socket.
+func (p *Page) fail(err error) {
+	p.mu.Lock()
+	p.err = err
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	p.Conn.Close()
+}
+
+// BinaryFrames is the number of binary frames received so far.
+func (p *Page) BinaryFrames() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.binFrames
+}
+
 // MaxFrame is the largest frame received so far, and the number of frames.
 func (p *Page) MaxFrame() (size, frames int) {
 	p.mu.Lock()
@@ -134,7 +152,7 @@ func (p *Page) MaxFrame() (size, frames int) {
 func (p *Page) readLoop() {
 	defer close(p.done)
 	for {
-		_, data, err := p.Conn.ReadMessage()
+		typ, data, err := p.Conn.ReadMessage()
 		p.mu.Lock()
 		if err != nil {
 			p.err = err
@@ -146,11 +164,50 @@ func (p *Page) readLoop() {
 		if len(data) > p.maxFrame {
 			p.maxFrame = len(data)
 		}
+		if typ == websocket.BinaryMessage {
+			p.binFrames++
+		}
 		p.mu.Unlock()
+		if typ == websocket.BinaryMessage {
+			// A piece of the binary chunk sequence announced last.
+			s := p.bin
+			if s == nil || len(s.buf)+len(data) > s.size {
+				p.fail(fmt.Errorf("a binary frame of %d bytes outside a binary chunk sequence, or past its size", len(data)))
+				return
+			}
+			s.buf = append(s.buf, data...)
+			if s.next++; s.next < s.count {
+				continue
+			}
+			p.bin = nil
+			if len(s.buf) != s.size {
+				p.fail(fmt.Errorf("a binary chunk sequence of %d bytes, announced as %d", len(s.buf), s.size))
+				return
+			}
+			m, err := parseMsg(s.buf)
+			p.mu.Lock()
+			if err != nil {
+				p.err = err
+			} else {
+				p.msgs = append(p.msgs, m)
+			}
+			p.cond.Broadcast()
+			p.mu.Unlock()
+			continue
+		}
 		// Each frame is parsed once; a chunk's data is unescaped straight
 		// into its sequence's buffer, and the whole message parsed once
 		// it is complete.
 		m, err := parseMsg(data)
+		if err == nil && m.Type == "tools:chunk" && string(m.Fields["binary"]) == "true" {
+			var head struct{ Count, Size int }
+			if err := json.Unmarshal(data, &head); err != nil || head.Count < 1 || p.bin != nil {
+				p.fail(fmt.Errorf("a binary chunk head %q: %v", data, err))
+				return
+			}
+			p.bin = &chunkSeq{count: head.Count, size: head.Size, buf: make([]byte, 0, head.Size)}
+			continue
+		}
 		if err == nil && m.Type == "tools:chunk" && m.Fields["data"] != nil {
 			whole, rerr := p.reassemble(m)
 			if rerr != nil {

@@ -895,6 +895,7 @@ func TestBrowser(t *testing.T) {
 				Seq, Count, Size int
 			}
 			ReceivedChunks1, ReceivedChunks2 int
+			BinaryFrames, BinaryHeads        int
 			Atoms, Errors                    string
 			pageHealth
 		}
@@ -916,6 +917,11 @@ func TestBrowser(t *testing.T) {
 		}
 		if res.Atoms != "400000" {
 			t.Errorf("the chunked structure shows %q atoms, want 400000", res.Atoms)
+		}
+		// The client module asks for binary chunk frames: each large reply is
+		// a head and its data in binary frames, no JSON-escaped text.
+		if res.BinaryHeads != 2 || res.BinaryFrames < 4 {
+			t.Errorf("%d binary chunk heads and %d binary frames for two large replies: want the binary path", res.BinaryHeads, res.BinaryFrames)
 		}
 		if strings.Contains(res.Errors, "chunk") {
 			t.Errorf("recent errors mention chunks:\n%s", res.Errors)

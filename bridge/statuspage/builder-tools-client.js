@@ -2,7 +2,8 @@
 // megane-jupyter-bridge (bridge/PROTOCOL.md, version 1).
 //
 // An ES module using only standard web APIs (WebSocket, AbortSignal,
-// TextEncoder, URL), so that it runs unchanged in browsers and in Node >= 22.
+// TextEncoder, TextDecoder, URL), so that it runs unchanged in browsers and
+// in Node >= 22.
 //
 //   const bridge = await connectBridge(wsUrl, { token, parseTools, parseResult });
 //   (token: sent only if the browser's cookie is refused; see auth below)
@@ -194,8 +195,11 @@ class Bridge {
     this._onStatus = o.onStatus || null; // ({ open, code, message })
     this._onServerClosed = o.onServerClosed || null; // ({ server, message })
     this._backoff = Object.assign({ initialMs: 250, maxMs: 8000, attempts: 5 }, o.backoff || {});
-    // Page sessions (PROTOCOL.md, Page sessions): resume: false asks for none.
-    this._features = o.resume === false ? [] : ['resume'];
+    // Features asked for in tools:hello (PROTOCOL.md): a page session
+    // (resume: false asks for none) and the data of large messages in
+    // binary frames (binary: false keeps text chunks).
+    this._features = (o.resume === false ? [] : ['resume']).concat(o.binary === false ? [] : ['binary']);
+    this._bin = null; // the binary chunk sequence being received
     this._session = null; // { token, graceMs } while the bridge keeps a page session for this object
     this._lastSeq = 0; // the number (n) of the last page-session message handled
     this._ackTimer = null;
@@ -353,6 +357,7 @@ class Bridge {
         return;
       }
       const gen = ++this._gen;
+      ws.binaryType = 'arraybuffer';
       this._ws = ws;
       this._ready = false;
       this._closing = null;
@@ -394,7 +399,9 @@ class Bridge {
         if (this._onStatus) this._onStatus({ open: true, code: 0, message: '' });
       };
       ws.onmessage = (ev) => {
-        if (this._ws === ws && typeof ev.data === 'string') this._frame(ev.data);
+        if (this._ws !== ws) return;
+        if (typeof ev.data === 'string') this._frame(ev.data);
+        else this._binaryPiece(ev.data);
       };
       let closed = false;
       // A refused handshake (Jupyter's 403): browsers fire error, then close
@@ -455,6 +462,7 @@ class Bridge {
       p.resolve({ ok: false, error: { code: 'socket-closed', message: err.message, closeCode: err.closeCode } });
     }
     this._chunks.clear();
+    this._bin = null;
   }
 
   // ---- frames ----
@@ -560,8 +568,36 @@ class Bridge {
     }
   }
 
+  // _binaryPiece adds a binary frame to the binary chunk sequence its head
+  // announced, decoding as it goes; the whole message is handled once all
+  // count frames are in.
+  _binaryPiece(data) {
+    const s = this._bin;
+    if (!s || !(data instanceof ArrayBuffer)) return;
+    s.bytes += data.byteLength;
+    if (s.bytes > s.size) {
+      this._bin = null;
+      return;
+    }
+    try {
+      s.text.push(s.decoder.decode(new Uint8Array(data), { stream: true }));
+      if (++s.next < s.count) return;
+      s.text.push(s.decoder.decode());
+    } catch (e) {
+      this._bin = null; // not UTF-8: the bridge never sends that
+      return;
+    }
+    this._bin = null;
+    if (s.bytes === s.size) this._frame(s.text.join(''));
+  }
+
   // _chunk reassembles the bridge's tools:chunk sequences (PROTOCOL.md, Chunks).
   _chunk(m) {
+    if (m.binary === true) {
+      if (!Number.isInteger(m.count) || m.count < 1 || !Number.isInteger(m.size) || m.size < 0 || m.size > MAX_INBOUND) return;
+      this._bin = { count: m.count, size: m.size, next: 0, bytes: 0, text: [], decoder: new TextDecoder('utf-8', { fatal: true }) };
+      return;
+    }
     const id = str(m.id);
     let s = this._chunks.get(id);
     if (m.seq === 0 && !s) {

@@ -22,7 +22,10 @@ lib.main(async (track) => {
     rawStart: document.getElementById('result-raw').textContent.slice(0, 40),
   }));
   const sentChunks = rec.sent.filter((m) => m.type === 'tools:chunk').map((m) => ({ id: m.id, seq: m.seq, count: m.count, size: m.size }));
-  const receivedChunks1 = rec.received.filter((m) => m.type === 'tools:chunk').length;
+  // The page's client asks for binary chunk frames: a head, then the data.
+  const chunkFrames = () => rec.received.filter((m) => m.type === 'tools:chunk' || m.binary !== undefined).length;
+  const binaryFrames = () => rec.received.filter((m) => m.binary !== undefined).length;
+  const receivedChunks1 = chunkFrames();
 
   await lib.selectTool(page, 'flaky', 'atoms');
   const args = JSON.parse(await page.inputValue('#args'));
@@ -34,11 +37,12 @@ lib.main(async (track) => {
     const dt = [...document.querySelectorAll('#result-summary dt')].find((d) => d.textContent === 'Atoms');
     return dt ? dt.nextElementSibling.textContent : '';
   });
-  const receivedChunks2 = rec.received.filter((m) => m.type === 'tools:chunk').length - receivedChunks1;
+  const receivedChunks2 = chunkFrames() - receivedChunks1;
   const errors = await page.locator('#errors').innerText();
   await lib.shot(page, 'chunks');
   return {
-    echo, sentChunks, receivedChunks1, receivedChunks2, atoms, errors,
+    echo, sentChunks, receivedChunks1, receivedChunks2, atoms, errors, binaryFrames: binaryFrames(),
+    binaryHeads: rec.received.filter((m) => m.type === 'tools:chunk' && m.binary === true).length,
     consoleErrors: rec.consoleErrors, pageErrors: rec.pageErrors,
   };
 });

@@ -36,6 +36,7 @@ async function open(viewport) {
 }
 
 function parse(payload) {
+  if (Buffer.isBuffer(payload)) return { binary: payload.length }; // a binary chunk frame's data
   try {
     return JSON.parse(String(payload));
   } catch (e) {
