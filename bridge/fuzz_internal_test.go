@@ -346,3 +346,62 @@ func FuzzRareMarker(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPageSessionFrames: tools:hello and tools:ack are decoded from what a
+// page sends, in any order and shape. Every reply is one JSON object; a
+// page session is granted at most once per socket and only when asked for,
+// with a token of the documented form; an ack never frees what was not
+// sent; and the tab never panics.
+func FuzzPageSessionFrames(f *testing.F) {
+	for _, s := range []string{
+		"{\"type\":\"tools:hello\",\"id\":1,\"features\":[\"resume\",\"binary\"]}\n{\"type\":\"tools:ack\",\"n\":0}",
+		"{\"type\":\"tools:ack\",\"n\":3}\n{\"type\":\"tools:hello\",\"id\":1,\"features\":[\"resume\"]}",
+		"{\"type\":\"tools:hello\",\"id\":1,\"features\":[\"resume\"],\"resume\":{\"token\":\"ps_x\",\"n\":0}}",
+		"{\"type\":\"tools:hello\",\"id\":1,\"features\":\"resume\"}\n{\"type\":\"tools:hello\",\"id\":2,\"features\":[]}",
+		"{\"type\":\"tools:ack\"}\n{\"type\":\"tools:ack\",\"n\":-1}\n{\"type\":\"tools:ack\",\"n\":1e99}",
+		"{\"type\":\"tools:hello\",\"id\":1,\"features\":[\"resume\"]}\n{\"type\":\"tools:hello\",\"id\":2,\"features\":[\"resume\"]}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b := New(Options{Catalog: StaticCatalog{}, Gate: nil})
+		defer b.Close()
+		tb := newTab(b, nil, Admission{User: "alice"}, "")
+		re := newReassembler(1<<20, 4, time.Minute)
+		defer re.closeAll()
+		for _, frame := range bytes.Split(data, []byte("\n")) {
+			tb.handleFrame(re, frame)
+		}
+		grants := 0
+		for _, m := range tb.queue {
+			whole := bytes.Join(m.parts, nil)
+			var reply struct {
+				Type     string
+				OK       *bool
+				Features []string
+				Session  *struct{ Token string }
+			}
+			if err := json.Unmarshal(whole, &reply); err != nil {
+				t.Fatalf("a reply that is not JSON: %q", whole)
+			}
+			if reply.Type == typeHello && reply.OK != nil && *reply.OK {
+				grants++
+				for _, f := range reply.Features {
+					if f != featureResume && f != featureBinary {
+						t.Fatalf("granted an unknown feature %q", f)
+					}
+				}
+				if reply.Session != nil && (!strings.HasPrefix(reply.Session.Token, "ps_") || len(reply.Session.Token) != 46) {
+					t.Fatalf("a token not of the documented form: %q", reply.Session.Token)
+				}
+			}
+		}
+		if grants > 1 {
+			t.Fatalf("tools:hello granted %d times on one socket", grants)
+		}
+		if tb.seq.Load() != 0 || len(tb.held) != 0 {
+			t.Fatalf("nothing was sent, yet seq %d and %d held", tb.seq.Load(), len(tb.held))
+		}
+		b.forgetSession(tb)
+	})
+}

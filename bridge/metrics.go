@@ -163,7 +163,7 @@ func newMetrics(b *Bridge) *meters {
 		gauge("megane_bridge_pages_away", "Page sessions whose socket dropped, within their grace.", func() float64 {
 			return float64(len(b.awayTabs(nil)))
 		}),
-		gauge("megane_bridge_page_held_messages", "Messages sent to pages with a page session and not yet acknowledged, all tabs.", func() float64 {
+		gauge("megane_bridge_page_held_messages", "Messages held for pages with a page session: sent and not yet acknowledged, and for pages away, not sent yet.", func() float64 {
 			n, _ := b.heldTotals()
 			return float64(n)
 		}),

@@ -560,7 +560,8 @@ func (t *tab) dropResults(need int64) bool {
 	return replaced
 }
 
-// heldTotals counts the messages held for acknowledgement, all tabs.
+// heldTotals counts the messages held for pages with a page session:
+// sent and not acknowledged, and, for a page away, not sent yet either.
 func (b *Bridge) heldTotals() (n int, bytes int64) {
 	b.mu.Lock()
 	tabs := make([]*tab, 0, len(b.sessions))
@@ -572,6 +573,10 @@ func (b *Bridge) heldTotals() (n int, bytes int64) {
 		t.qmu.Lock()
 		n += len(t.held)
 		bytes += t.heldBytes
+		if t.away.Load() {
+			n += len(t.queue)
+			bytes += t.queued - t.heldBytes
+		}
 		t.qmu.Unlock()
 	}
 	return n, bytes

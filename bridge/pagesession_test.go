@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -572,4 +573,72 @@ func TestRevokedWhileAway(t *testing.T) {
 	if err != nil || !strings.Contains(m.String(), "4403") {
 		t.Fatalf("the revoked user's new socket: %v %v", err, m)
 	}
+}
+
+// TestAwayFloodBounded: one user opens page after page, asks each for a
+// 16 MB result and drops it at once, so that every result arrives for a
+// page away. The bridge keeps at most MaxAwayPerUser of her pages away and
+// AwayMemory of what they hold, its memory stays under the ceiling, and
+// another user's calls are answered throughout.
+func TestAwayFloodBounded(t *testing.T) {
+	spec := fakeServer(t, "lab", bridgetest.Mode{})
+	const ceiling = 512 << 20
+	h := newHarness(t, bridge.Options{Gate: userGate{}, MemoryLimit: ceiling, ResultLimit: 64 << 20, AwayMemory: 64 << 20}, spec)
+	ctx := testCtx(t, 120*time.Second)
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		for {
+			peak.Store(max(peak.Load(), mappedNow()))
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	alice := h.page(ctx)
+	connect(t, ctx, alice, 1, spec)
+	hdr := http.Header{"X-Test-User": {"mallory"}}
+	for i := 0; i < 24; i++ {
+		r := &resPage{t: t}
+		mustOK(t, r.hello(ctx, h.wsURL, hdr))
+		_ = r.p.Send(map[string]any{"type": "tools:connect", "id": 1, "server": "lab", "fingerprint": spec.Fingerprint, "confirmed": true})
+		r.await(ctx, isReply("tools:connect", 1))
+		_ = r.p.Send(map[string]any{"type": "tools:call", "id": 2, "server": "lab", "tool": "big", "arguments": map[string]any{"bytes": 16 << 20}})
+		r.p.Drop()
+		m, err := alice.Request(ctx, map[string]any{"type": "tools:call", "id": 100 + i, "server": "lab", "tool": "echo", "arguments": map[string]any{"i": i}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustOK(t, m)
+	}
+	time.Sleep(2 * time.Second) // the last results arrive for pages away
+	close(stop)
+	sampler.Wait()
+	fams := scrape(t, h.srv.URL+"/megane/builder-tools/metrics", nil)
+	away, held := value(fams, "megane_bridge_pages_away", nil), value(fams, "megane_bridge_page_held_bytes", nil)
+	ended := value(fams, "megane_bridge_page_sessions_ended_away_total", map[string]string{"why": "bound"})
+	dropped := value(fams, "megane_bridge_outcomes_dropped_total", nil)
+	t.Logf("pages away %v, held %.1f MiB, ended by a bound %v, results dropped %v, peak memory %.0f MiB of %d", away, held/(1<<20), ended, dropped, float64(peak.Load())/(1<<20), ceiling>>20)
+	if away > 8 || ended < 16 {
+		t.Errorf("%v pages away, %v ended by the bound: want at most 8 away (max_away_per_user)", away, ended)
+	}
+	if held > 64<<20 {
+		t.Errorf("%.1f MiB held for pages away, over away_memory (64 MiB)", held/(1<<20))
+	}
+	if p := peak.Load(); p > ceiling {
+		t.Errorf("the process's memory peaked at %.0f MiB, over the %d MiB ceiling", float64(p)/(1<<20), ceiling>>20)
+	}
+}
+
+// mappedNow is the Go runtime's memory not handed back to the system, as
+// the bridge's ceiling measures it.
+func mappedNow() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64() - s[1].Value.Uint64()
 }
