@@ -145,6 +145,18 @@ func hopVia(b *testing.B, publicBase, token, hostHdr string, out *bridgetest.Buf
 		b.Fatalf("through Jupyter: %v\n%s", err, out)
 	}
 	connectBridgetest(b, proxied)
+	// The same through Jupyter with binary chunk frames (the feature
+	// "binary", which the client module asks for).
+	binary, _, err := proxiedPage(b, publicBase, "", auth)
+	if err != nil {
+		b.Fatalf("through Jupyter: %v\n%s", err, out)
+	}
+	hctx, hcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer hcancel()
+	if r, err := binary.Request(hctx, map[string]any{"type": "tools:hello", "id": "h", "features": []string{"binary"}}); err != nil || !strings.Contains(r.String(), `"features":["binary"]`) {
+		b.Fatalf("hello with binary: %v %v", err, r)
+	}
+	connectBridgetest(b, binary)
 	m := regexp.MustCompile(portRE).FindStringSubmatch(out.String())
 	if m == nil {
 		b.Fatalf("no bridge port (%s) in Jupyter's output:\n%s", portRE, out)
@@ -162,8 +174,11 @@ func hopVia(b *testing.B, publicBase, token, hostHdr string, out *bridgetest.Buf
 	if got := callAtoms(b, proxied, "warm-p", 1); string(got) != string(want) {
 		b.Fatalf("the proxied result differs")
 	}
-	var tAlone, tProxied time.Duration
-	b.SetBytes(int64(len(want)) * 2)
+	if got := callAtoms(b, binary, "warm-b", 1); string(got) != string(want) {
+		b.Fatalf("the proxied result in binary frames differs")
+	}
+	var tAlone, tProxied, tBinary time.Duration
+	b.SetBytes(int64(len(want)) * 3)
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		start := time.Now()
@@ -172,11 +187,16 @@ func hopVia(b *testing.B, publicBase, token, hostHdr string, out *bridgetest.Buf
 		start = time.Now()
 		callAtoms(b, proxied, fmt.Sprintf("p%d", i), 1)
 		tProxied += time.Since(start)
+		start = time.Now()
+		callAtoms(b, binary, fmt.Sprintf("b%d", i), 1)
+		tBinary += time.Since(start)
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(tAlone.Milliseconds())/n, "alone-ms/op")
 	b.ReportMetric(float64(tProxied.Milliseconds())/n, "proxied-ms/op")
 	b.ReportMetric(tProxied.Seconds()/tAlone.Seconds(), "proxied/alone")
+	b.ReportMetric(float64(tBinary.Milliseconds())/n, "proxied-binary-ms/op")
+	b.ReportMetric(tBinary.Seconds()/tAlone.Seconds(), "proxied-binary/alone")
 }
 
 // atomsFixture asks a bridgetest server (exe) for the atoms result with n

@@ -812,6 +812,10 @@ func (c *config) floorAndHop(ctx context.Context) ([]row, error) {
 		rows = append(rows, row{r.what + ": alone / proxied",
 			fmt.Sprintf("%.0f / %.0f ms", metricMedian(runs, "alone-ms/op"), metricMedian(runs, "proxied-ms/op")),
 			fmt.Sprintf("%.2f × alone", ratio), verdict(ratio <= max, r.target)})
+		bin := metricMedian(runs, "proxied-binary-ms/op")
+		rows = append(rows, row{"7. same, the page with binary chunk frames: proxied",
+			fmt.Sprintf("%.0f ms", bin),
+			fmt.Sprintf("%.2f × alone (text), %.2f × proxied text", metricMedian(runs, "proxied-binary/alone"), bin/metricMedian(runs, "proxied-ms/op")), ""})
 	}
 	return rows, nil
 }
