@@ -409,18 +409,23 @@ func (t *tab) runSocket(conn *websocket.Conn) {
 		t.writeLoop(conn, sockEnd)
 	}()
 	t.readLoop(conn)
+	// The write loop ends on sockEnd only when the socket is gone or handed
+	// over; when the tab is closing, it ends on t.done, having sent the
+	// close (were both ready, it might pick sockEnd and skip the
+	// tools:closing: seen under wine, a binary frame's 4400 became 1006).
 	switch {
 	case t.handoff != nil:
 		// The socket goes on, for the tab it resumes: nothing more is
 		// written to it from here.
+		close(sockEnd)
 	case t.resumable.Load() && !t.isClosed():
 		conn.Close() // the socket is gone: a write blocked on it ends now
+		close(sockEnd)
 	case t.resumable.Load():
 		// The bridge is closing the tab: the write loop sends the close.
 	default:
 		t.closeWith(CloseNormal, "")
 	}
-	close(sockEnd)
 	loops.Wait()
 }
 
@@ -602,7 +607,11 @@ func (t *tab) writeLoop(conn *websocket.Conn, sockEnd <-chan struct{}) {
 		case <-ping.C:
 			_ = conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(t.b.opts.WriteTimeout))
 		case <-sockEnd:
-			return // the socket dropped; the tab waits for its page
+			if !t.isClosed() {
+				return // the socket dropped; the tab waits for its page
+			}
+			// The tab is closing too: send the close (below, next turn).
+			sockEnd = nil
 		case <-t.done:
 			if t.closeCode == CloseGoingAway {
 				// The bridge is shutting down: what is queued (the answers

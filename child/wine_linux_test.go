@@ -24,11 +24,12 @@ var winePackages = []struct {
 	{name: "child", dir: "."},
 	{name: "stdio", dir: "../stdio"},
 	{name: "bridge", dir: "../bridge",
-		skip: "^(TestFaultHangInitGiveUp|TestFaultMalformedJSONRPC|TestFaultSlowReader|TestFaultStderrFlood|TestFaultStubbornServer|TestFaultsLeaveNothing|TestRemovedServer|TestEverything|TestHTTPServerRestartLosesSession|TestReferenceServersByteExact|TestReferenceFixturesPassThrough|TestBusyAfterCancel|TestBusyAfterCancelNotOtherCalls|TestRestartBusyAfterCancel|TestSessionEnds|TestLivenessWrapper)$",
+		skip: "^(TestFaultHangInitGiveUp|TestFaultMalformedJSONRPC|TestFaultSlowReader|TestFaultStderrFlood|TestFaultStubbornServer|TestFaultsLeaveNothing|TestRemovedServer|TestEverything|TestHTTPServerRestartLosesSession|TestReferenceServersByteExact|TestReferenceFixturesPassThrough|TestBusyAfterCancel|TestBusyAfterCancelNotOtherCalls|TestRestartBusyAfterCancel|TestSessionEnds|TestLivenessWrapper|TestResumeAfterMinutes|TestAwayFloodBounded)$",
 		why: "the TestFault* tests and TestRemovedServer find a server's processes by the marker in their environment in /proc, which Windows does not offer " +
 			"(TestOwnerKilled and TestStdioDescendantsStopped in stdio check the job's kill on Windows); TestEverything, TestHTTPServerRestartLosesSession and TestReferenceServersByteExact need Node.js and npm's servers, " +
 			"TestReferenceFixturesPassThrough and the TestBusyAfterCancel and TestRestartBusyAfterCancel tests the shared/ fixtures, neither of which is in the chroot (the bytes they check do not depend on the OS); " +
-			"TestSessionEnds and TestLivenessWrapper wrap the server in /bin/sh (a wrapper that keeps its pipes) and name the signal that killed it, which Windows has neither of (their HTTP rows do not depend on the OS)"},
+			"TestSessionEnds and TestLivenessWrapper wrap the server in /bin/sh (a wrapper that keeps its pipes) and name the signal that killed it, which Windows has neither of (their HTTP rows do not depend on the OS); " +
+			"TestResumeAfterMinutes waits 4 minutes, half the binary's time under wine, and TestAwayFloodBounded measures the Linux runtime's memory under load: page sessions do not depend on the OS, and the other page-session tests run here"},
 	// Jupyter's directories per OS; the rest of jupyter's tests run a real
 	// Jupyter server, which is not in the chroot's wine.
 	{name: "jupyter", dir: "../jupyter", run: "^TestDataDir$"},
