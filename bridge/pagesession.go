@@ -522,7 +522,8 @@ func (t *tab) dropResults(need int64) bool {
 	var partsGone [][][]byte
 	t.qmu.Lock()
 	replaced := false
-	for _, list := range [][]*outMsg{t.held, t.queue} {
+	for li, list := range [][]*outMsg{t.held, t.queue} {
+		inHeld := li == 0
 		for _, m := range list {
 			if need > 0 && t.queued+need <= t.b.opts.OutboundBytes || need == 0 && replaced {
 				break
@@ -536,7 +537,7 @@ func (t *tab) dropResults(need int64) bool {
 			delta := n - m.n
 			t.queued += delta
 			t.b.queued.Add(delta)
-			if m.seq != 0 && slices.Contains(t.held, m) {
+			if inHeld {
 				t.heldBytes += delta
 			}
 			partsGone = append(partsGone, m.parts)

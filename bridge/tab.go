@@ -518,14 +518,15 @@ func (t *tab) writeLoop(conn *websocket.Conn, sockEnd <-chan struct{}) {
 	buf := make([]byte, 0, 32<<10) // scratch for chunk frames
 	frameLimit := int(t.b.opts.FrameLimit)
 	var flushBy time.Time // while flushing before a 1001 close: the deadline of the flush
-	writeFrame := func(p []byte) error {
+	writeTyped := func(typ int, p []byte) error {
 		d := time.Now().Add(t.b.opts.WriteTimeout)
 		if !flushBy.IsZero() {
 			d = flushBy
 		}
 		_ = conn.SetWriteDeadline(d)
-		return conn.WriteMessage(websocket.TextMessage, p)
+		return conn.WriteMessage(typ, p)
 	}
+	writeFrame := func(p []byte) error { return writeTyped(websocket.TextMessage, p) }
 	// Every message and chunk goes out as one WebSocket frame: frame
 	// collects it and writes it whole on Close.
 	frame := &frameWriter{write: writeFrame}
@@ -536,14 +537,7 @@ func (t *tab) writeLoop(conn *websocket.Conn, sockEnd <-chan struct{}) {
 		total := int(msgSize(parts))
 		if total > frameLimit {
 			if t.binary.Load() {
-				return binaryChunks(parts, t.b.newToken("b"), frameLimit, func(typ int, p []byte) error {
-					d := time.Now().Add(t.b.opts.WriteTimeout)
-					if !flushBy.IsZero() {
-						d = flushBy
-					}
-					_ = conn.SetWriteDeadline(d)
-					return conn.WriteMessage(typ, p)
-				})
+				return binaryChunks(parts, t.b.newToken("b"), frameLimit, writeTyped)
 			}
 			frame.reserve(frameLimit)
 			return chunkFrames(parts, t.b.newToken("b"), frameLimit, buf, nextWriter)

@@ -184,15 +184,7 @@ func (p *Page) readLoop() {
 				p.fail(fmt.Errorf("a binary chunk sequence of %d bytes, announced as %d", len(s.buf), s.size))
 				return
 			}
-			m, err := parseMsg(s.buf)
-			p.mu.Lock()
-			if err != nil {
-				p.err = err
-			} else {
-				p.msgs = append(p.msgs, m)
-			}
-			p.cond.Broadcast()
-			p.mu.Unlock()
+			p.deliver(parseMsg(s.buf))
 			continue
 		}
 		// Each frame is parsed once; a chunk's data is unescaped straight
@@ -211,11 +203,7 @@ func (p *Page) readLoop() {
 		if err == nil && m.Type == "tools:chunk" && m.Fields["data"] != nil {
 			whole, rerr := p.reassemble(m)
 			if rerr != nil {
-				p.mu.Lock()
-				p.err = rerr
-				p.cond.Broadcast()
-				p.mu.Unlock()
-				p.Conn.Close()
+				p.fail(rerr)
 				return
 			}
 			if whole == nil {
@@ -223,15 +211,21 @@ func (p *Page) readLoop() {
 			}
 			m, err = parseMsg(whole)
 		}
-		p.mu.Lock()
-		if err != nil {
-			p.err = err
-		} else {
-			p.msgs = append(p.msgs, m)
-		}
-		p.cond.Broadcast()
-		p.mu.Unlock()
+		p.deliver(m, err)
 	}
+}
+
+// deliver keeps a whole message for Wait, or the error that it could not be
+// parsed (which ends Wait's waiting).
+func (p *Page) deliver(m *Msg, err error) {
+	p.mu.Lock()
+	if err != nil {
+		p.err = err
+	} else {
+		p.msgs = append(p.msgs, m)
+	}
+	p.cond.Broadcast()
+	p.mu.Unlock()
 }
 
 // reassemble adds chunk frame m to its sequence, and returns the whole
