@@ -32,9 +32,10 @@ type call struct {
 	ctx    context.Context
 	cancel context.CancelFunc // cancelling sends notifications/cancelled upstream
 
-	once sync.Once // the page gets exactly one answer
-	mu   sync.Mutex
-	over bool // guarded by mu; answered: later progress is dropped
+	once   sync.Once // the page gets exactly one answer
+	mu     sync.Mutex
+	over   bool          // guarded by mu; answered: later progress is dropped
+	stream *resultStream // guarded by mu; the result being streamed to the page (stream.go), set once
 
 	// Progress pacing (Options.ProgressInterval). pushMu orders the
 	// call's progress and its answer on the tab: it is held from taking a
@@ -59,6 +60,7 @@ func (c *call) finish(raw []byte, perr *protoError) {
 		defer c.pushMu.Unlock()
 		c.mu.Lock()
 		c.over = true
+		st := c.stream
 		held := c.held
 		c.held = nil
 		if c.holdTime != nil {
@@ -69,10 +71,22 @@ func (c *call) finish(raw []byte, perr *protoError) {
 		if held != nil {
 			c.pushNote(held) // the last progress, ahead of the answer
 		}
+		if st != nil {
+			// The result went out in pieces as it was read: its sequence
+			// ends now, and an error follows if it was not whole.
+			var size int64
+			var toolErr bool
+			perr, size, toolErr = st.finishStream(perr)
+			c.answered(size, toolErr, perr)
+			if perr != nil {
+				c.t.push(errorReply(typeCall, c.id, perr))
+			}
+			return
+		}
 		// Counted and recorded before the page can see the answer: the page
 		// may send its next call at once, and that call's record must not
 		// overtake this one (the audit file is in the order of answers).
-		c.answered(raw, perr)
+		c.answered(int64(len(raw)), perr == nil && isToolError(raw), perr)
 		if perr != nil {
 			c.t.push(errorReply(typeCall, c.id, perr))
 		} else {
@@ -87,12 +101,13 @@ func (c *call) finish(raw []byte, perr *protoError) {
 	})
 }
 
-// answered counts and records the call's one answer.
-func (c *call) answered(raw []byte, perr *protoError) {
+// answered counts and records the call's one answer: a result of size
+// bytes (toolErr: its isError is true), or perr.
+func (c *call) answered(size int64, toolErr bool, perr *protoError) {
 	outcome, code := outcomeOK, ""
 	switch {
 	case perr == nil:
-		if isToolError(raw) {
+		if toolErr {
 			outcome = outcomeToolError
 		}
 	case perr.Code == CodeCancelled:
@@ -106,7 +121,7 @@ func (c *call) answered(raw []byte, perr *protoError) {
 		code = perr.Code
 	}
 	elapsed := time.Since(c.start)
-	in, out := int64(len(c.args)), int64(len(raw))
+	in, out := int64(len(c.args)), size
 	b := c.t.b
 	b.metrics.callDone(c.labels[0], c.labels[1], outcome, true, elapsed, in, out)
 	b.audit(auditRecord{Event: auditCall, User: c.t.adm.User, Server: shown(c.s.spec.Name), Fingerprint: c.s.spec.Fingerprint,
@@ -305,7 +320,7 @@ func (t *tab) handleCall(m pageMessage) {
 	go func() {
 		defer t.work.Done()
 		defer cancel()
-		c.slot = &rawSlot{}
+		c.slot = &rawSlot{call: c}
 		if note := s.busyNote(); note != "" {
 			c.progress(0, 0, note) // why this call may wait: the server still computes a cancelled one
 		}

@@ -44,6 +44,7 @@ const (
 const (
 	featureResume = "resume"
 	featureBinary = "binary" // the data of the bridge's chunk sequences in binary frames (binaryChunks)
+	// featureStream (stream.go): results streamed as they are read; granted with binary only.
 )
 
 // attachment is a socket handed to an away tab.
@@ -140,6 +141,10 @@ func (t *tab) handleHello(m pageMessage) {
 	if binary {
 		granted = append(granted, featureBinary)
 	}
+	stream := binary && slices.Contains(req.Features, featureStream)
+	if stream && req.Resume == nil {
+		granted = append(granted, featureStream)
+	}
 	if req.Resume != nil {
 		if !resume {
 			t.push(errorReply(m.Type, m.ID, errorf(CodeBadRequest, "\"resume\" needs the feature \"resume\" in \"features\"")))
@@ -163,6 +168,7 @@ func (t *tab) handleHello(m pageMessage) {
 	}
 	t.helloOver = true
 	t.binary.Store(binary)
+	t.streams.Store(stream)
 	if resume {
 		t.attachCh = make(chan attachment)
 		t.finished = make(chan struct{})
@@ -262,10 +268,16 @@ func (t *tab) resume(a attachment) {
 		running[k] = true
 	}
 	t.mu.Unlock()
-	t.binary.Store(a.binary)
+	// A session that streams keeps streaming (a stream may be half sent),
+	// and so keeps the binary frames streams need.
+	binary := a.binary || t.streams.Load()
+	t.binary.Store(binary)
 	features := []string{featureResume}
-	if a.binary {
+	if binary {
 		features = append(features, featureBinary)
+	}
+	if t.streams.Load() {
+		features = append(features, featureStream)
 	}
 	reply := &outMsg{parts: [][]byte{t.helloMessage(a.id, features, true)}, plain: true}
 	reply.n = msgSize(reply.parts) + queueOverhead
@@ -311,6 +323,16 @@ func (t *tab) resume(a attachment) {
 // the parts to write: `{"n":N,` ahead of the message's own fields.
 // Called by the write loop.
 func (t *tab) sequence(m *outMsg) [][]byte {
+	if m.bin {
+		// A streamed piece: its number leads its binary frame.
+		if !t.resumable.Load() {
+			return m.parts
+		}
+		if m.seq == 0 {
+			m.seq = t.seq.Add(1)
+		}
+		return [][]byte{binaryFrame(m.seq, m.parts[0])}
+	}
 	if !t.resumable.Load() || m.plain || len(m.parts) == 0 || len(m.parts[0]) == 0 || m.parts[0][0] != '{' {
 		return m.parts
 	}

@@ -587,6 +587,7 @@ func (s *session) startOnce(ctx context.Context) (*startedConn, error) {
 				s.markHeard()
 				return s.tap.incomingStdio(raw)
 			},
+			StreamLine:        s.tap.streamLine,
 			OnOutgoing:        s.tap.outgoing,
 			TerminateDuration: s.b.opts.TerminateDuration,
 			KillDuration:      s.b.opts.KillDuration,

@@ -54,23 +54,26 @@ type tab struct {
 
 	// Page sessions (pagesession.go): a tab whose page asked for "resume"
 	// in tools:hello outlives its socket for Options.ResumeGrace.
-	resumable atomic.Bool        // set once, by the read loop's tools:hello
-	binary    atomic.Bool        // set once, by the read loop's tools:hello: chunk data goes in binary frames (binaryChunks)
-	token     string             // written by the read loop's tools:hello before resumable; then read-only
-	away      atomic.Bool        // true while the tab has no socket
-	attachCh  chan attachment    // made with resumable, unbuffered: the socket that claimed this tab hands itself over; received by serve while away
-	finished  chan struct{}      // made with resumable; closed by serve when the tab has ended
-	freeDue   atomic.Bool        // set by ack when it freed a large message: the write loop hands memory back (Bridge.freeOSMemory) off the read loop
-	handoff   *attachment        // owned by the read loop: the away tab this socket resumes (the read loop returns once set)
-	helloOver bool               // owned by the read loop: a request other than a refused tools:hello was handled
-	received  uint64             // owned by the read loop of the attached socket: page messages handled, for a resume
-	seq       atomic.Uint64      // the last sequence number given; written only by the write loop of the attached socket
-	held      []*outMsg          // guarded by qmu; sent, not acknowledged, in seq order; counted in queued
-	heldBytes int64              // guarded by qmu; the bytes of held
-	lastProg  map[string]*outMsg // guarded by qmu; by call id key: the last progress sent, for a resume
-	awaySince time.Time          // guarded by b.mu
-	claimed   bool               // guarded by b.mu; a socket is resuming this tab
-	ended     bool               // guarded by b.mu; the tab has ended: its token resumes nothing
+	resumable  atomic.Bool        // set once, by the read loop's tools:hello
+	binary     atomic.Bool        // set once, by the read loop's tools:hello: chunk data goes in binary frames (binaryChunks)
+	streams    atomic.Bool        // set once, by the read loop's first tools:hello: results may be streamed (stream.go)
+	streamBusy atomic.Bool        // a result is streaming to this tab: set by the server's reader (tap.streamLine), cleared by the call's answer
+	wOpen      bool               // owned by the write loop of the attached socket: a stream's head was written and not its end
+	token      string             // written by the read loop's tools:hello before resumable; then read-only
+	away       atomic.Bool        // true while the tab has no socket
+	attachCh   chan attachment    // made with resumable, unbuffered: the socket that claimed this tab hands itself over; received by serve while away
+	finished   chan struct{}      // made with resumable; closed by serve when the tab has ended
+	freeDue    atomic.Bool        // set by ack when it freed a large message: the write loop hands memory back (Bridge.freeOSMemory) off the read loop
+	handoff    *attachment        // owned by the read loop: the away tab this socket resumes (the read loop returns once set)
+	helloOver  bool               // owned by the read loop: a request other than a refused tools:hello was handled
+	received   uint64             // owned by the read loop of the attached socket: page messages handled, for a resume
+	seq        atomic.Uint64      // the last sequence number given; written only by the write loop of the attached socket
+	held       []*outMsg          // guarded by qmu; sent, not acknowledged, in seq order; counted in queued
+	heldBytes  int64              // guarded by qmu; the bytes of held
+	lastProg   map[string]*outMsg // guarded by qmu; by call id key: the last progress sent, for a resume
+	awaySince  time.Time          // guarded by b.mu
+	claimed    bool               // guarded by b.mu; a socket is resuming this tab
+	ended      bool               // guarded by b.mu; the tab has ended: its token resumes nothing
 
 	mu       sync.Mutex
 	shares   map[string]*session // guarded by mu; by server name
@@ -81,11 +84,14 @@ type tab struct {
 
 // outMsg is one message queued for a page: its parts concatenated.
 type outMsg struct {
-	parts [][]byte
-	n     int64  // the bytes counted for it: its size plus queueOverhead
-	key   string // a call's progress: the call's id key (see tab.latest); else empty
-	seq   uint64 // on a resumable tab, its sequence number once sent (0: not yet)
-	plain bool   // sent without a sequence number (the tools:hello reply)
+	parts  [][]byte
+	n      int64  // the bytes counted for it: its size plus queueOverhead
+	key    string // a call's progress: the call's id key (see tab.latest); else empty
+	seq    uint64 // on a resumable tab, its sequence number once sent (0: not yet)
+	plain  bool   // sent without a sequence number (the tools:hello reply)
+	bin    bool   // a streamed piece: parts[0] goes in one binary frame (stream.go)
+	opens  bool   // a stream's head: binary frames follow
+	closes bool   // a stream's end
 	// result is set for a call's result: what replaces it when it must
 	// be dropped while the page is away (pagesession.go).
 	result *heldResult
@@ -536,7 +542,9 @@ func (t *tab) writeLoop(conn *websocket.Conn, sockEnd <-chan struct{}) {
 		defer frame.release()
 		total := int(msgSize(parts))
 		if total > frameLimit {
-			if t.binary.Load() {
+			// While a stream is open its binary frames are the page's
+			// only binary frames: a large message then goes as text chunks.
+			if t.binary.Load() && !t.wOpen {
 				return binaryChunks(parts, t.b.newToken("b"), frameLimit, writeTyped)
 			}
 			frame.reserve(frameLimit)
@@ -550,6 +558,19 @@ func (t *tab) writeLoop(conn *websocket.Conn, sockEnd <-chan struct{}) {
 			frame.Write(p)
 		}
 		return frame.Close()
+	}
+	// emit writes one queued message, as sequence gave it.
+	emit := func(m *outMsg, wire [][]byte) error {
+		if m.bin {
+			return writeTyped(websocket.BinaryMessage, wire[0])
+		}
+		err := send(wire)
+		if err == nil && m.opens {
+			t.wOpen = true
+		} else if err == nil && m.closes {
+			t.wOpen = false
+		}
+		return err
 	}
 	for {
 		select {
@@ -570,7 +591,7 @@ func (t *tab) writeLoop(conn *websocket.Conn, sockEnd <-chan struct{}) {
 				}
 			}
 			wire := t.sequence(m)
-			err := send(wire)
+			err := emit(m, wire)
 			if err == nil {
 				t.b.metrics.pageOut.Add(float64(msgSize(wire)))
 			}
@@ -618,7 +639,7 @@ func (t *tab) writeLoop(conn *websocket.Conn, sockEnd <-chan struct{}) {
 					if m == nil {
 						break flush
 					}
-					err := send(t.sequence(m))
+					err := emit(m, t.sequence(m))
 					t.sent(m.n)
 					m.done()
 					if err != nil {

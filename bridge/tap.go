@@ -21,8 +21,9 @@ import (
 
 // rawSlot receives the raw outcome of one upstream request.
 type rawSlot struct {
-	list bool // a tools/list slot (else tools/call); set before use
-	init bool // the initialize slot: the result is kept and the SDK sees it less serverInfo's extras
+	list bool  // a tools/list slot (else tools/call); set before use
+	call *call // the tools/call it answers, for a streamed result (stream.go); set before use
+	init bool  // the initialize slot: the result is kept and the SDK sees it less serverInfo's extras
 
 	mu       sync.Mutex
 	result   []byte // guarded by mu; the raw "result" value

@@ -22,6 +22,7 @@ type msgReader struct {
 	r      io.Reader
 	max    int64
 	filter func([]byte) []byte
+	stream func(head []byte) LineSink // Options.StreamLine; may be nil
 	log    *slog.Logger
 
 	buf      []byte // read buffer of readChunk bytes; buf[pos:end] is unconsumed
@@ -210,6 +211,11 @@ func (m *msgReader) readLine() ([]byte, *oversize, error) {
 			return bytes.Clone(seg), nil, nil
 		}
 		if m.end-m.pos == len(m.buf) {
+			if m.stream != nil {
+				if sink := m.stream(m.buf[m.pos:m.end]); sink != nil {
+					return m.streamLine(sink)
+				}
+			}
 			break // a long line: grow it outside the read buffer
 		}
 		m.fill()

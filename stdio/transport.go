@@ -87,6 +87,13 @@ type Options struct {
 	// means the identity. It is not called for the error responses the
 	// transport synthesizes for oversized messages.
 	FilterIncoming func(raw []byte) []byte
+	// StreamLine, if not nil, is offered the first bytes of each stdout
+	// line longer than the read buffer (64 KiB; head is the buffer, not
+	// to be kept): it returns a LineSink that receives the line in pieces
+	// as it is read, never held whole, or nil to read the line whole as
+	// usual. What the sink's End returns is decoded in the line's place.
+	// Called from the transport's read goroutine; it must not block.
+	StreamLine func(head []byte) LineSink
 	// OnOutgoing is called with each message just before it is written to
 	// stdin, in wire order (under the write lock). It must not block. May be
 	// nil.
@@ -565,6 +572,7 @@ func (c *stdioConn) readLoop() {
 	defer close(c.incoming)
 	o := &c.t.opts
 	r := newMsgReader(c.stdout, o.MaxMessageBytes, o.FilterIncoming, c.t.log)
+	r.stream = o.StreamLine
 	for {
 		msg, err := r.next()
 		if err != nil {

@@ -3,13 +3,16 @@ package bridgetest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -27,6 +30,8 @@ type Page struct {
 
 	wmu sync.Mutex // serializes writes
 
+	readGate sync.Mutex // held by HoldReads: the read loop waits before its next read
+
 	mu        sync.Mutex
 	cond      *sync.Cond
 	msgs      []*Msg               // guarded by mu; every whole message received, in order
@@ -36,6 +41,10 @@ type Page struct {
 	chunks    map[string]*chunkSeq // owned by readLoop
 	bin       *chunkSeq            // owned by readLoop: the binary chunk sequence being received (feature "binary")
 	binFrames int                  // guarded by mu; binary frames received
+	numbered  bool                 // owned by readLoop: a page session was granted: streamed frames lead with their number
+	lastN     uint64               // owned by readLoop: the number of the last streamed frame
+	streams   []StreamInfo         // guarded by mu; the streamed results received, in order
+	streaming int                  // guarded by mu; the bytes of the stream being received
 	nextChunk int                  // guarded by mu; ids of chunk sequences sent
 	done      chan struct{}        // closed by readLoop
 }
@@ -43,6 +52,48 @@ type Page struct {
 type chunkSeq struct {
 	next, count, size int
 	buf               []byte
+	stream            bool      // a streamed result: frames until its end frame
+	first             time.Time // when its first binary frame came
+	head              time.Time // when its head came
+}
+
+// StreamInfo describes one streamed result a Page received (the feature
+// "stream").
+type StreamInfo struct {
+	Head, FirstFrame, End time.Time // when the head, the first binary frame and the end frame came
+	Frames                int       // binary frames
+	Bytes                 int       // their bytes
+	OK                    bool      // the end frame said ok
+}
+
+// WaitStreaming waits until the result being streamed has at least n
+// bytes.
+func (p *Page) WaitStreaming(ctx context.Context, n int) error {
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.streaming < n {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%d bytes of the stream came, waiting for %d: %w", p.streaming, n, err)
+		}
+		if p.err != nil {
+			return p.err
+		}
+		p.cond.Wait()
+	}
+	return nil
+}
+
+// Streams returns the streamed results received so far.
+func (p *Page) Streams() []StreamInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.streams)
 }
 
 // Msg is one message from the bridge.
@@ -135,6 +186,15 @@ func (p *Page) fail(err error) {
 	p.Conn.Close()
 }
 
+// HoldReads stops the page reading its socket (after the frame being
+// read), as a page that stops reading does, until the function returned
+// is called.
+func (p *Page) HoldReads() (release func()) {
+	p.readGate.Lock()
+	var once sync.Once
+	return func() { once.Do(p.readGate.Unlock) }
+}
+
 // BinaryFrames is the number of binary frames received so far.
 func (p *Page) BinaryFrames() int {
 	p.mu.Lock()
@@ -152,6 +212,8 @@ func (p *Page) MaxFrame() (size, frames int) {
 func (p *Page) readLoop() {
 	defer close(p.done)
 	for {
+		p.readGate.Lock()
+		p.readGate.Unlock() //nolint:staticcheck // an empty section: waits while HoldReads holds the gate
 		typ, data, err := p.Conn.ReadMessage()
 		p.mu.Lock()
 		if err != nil {
@@ -168,6 +230,32 @@ func (p *Page) readLoop() {
 			p.binFrames++
 		}
 		p.mu.Unlock()
+		if typ == websocket.BinaryMessage && p.bin != nil && p.bin.stream {
+			// A piece of the result being streamed; in a page session it
+			// leads with its number (a resent one is dropped).
+			s := p.bin
+			if p.numbered {
+				if len(data) < 8 {
+					p.fail(fmt.Errorf("a streamed frame of %d bytes, without its number", len(data)))
+					return
+				}
+				n := binary.BigEndian.Uint64(data)
+				if n <= p.lastN {
+					continue
+				}
+				p.lastN, data = n, data[8:]
+			}
+			if s.first.IsZero() {
+				s.first = time.Now()
+			}
+			s.next++
+			s.buf = append(s.buf, data...)
+			p.mu.Lock()
+			p.streaming = len(s.buf)
+			p.cond.Broadcast()
+			p.mu.Unlock()
+			continue
+		}
 		if typ == websocket.BinaryMessage {
 			// A piece of the binary chunk sequence announced last.
 			s := p.bin
@@ -191,6 +279,16 @@ func (p *Page) readLoop() {
 		// into its sequence's buffer, and the whole message parsed once
 		// it is complete.
 		m, err := parseMsg(data)
+		if err == nil && m.Type == "tools:hello" && bytes.Contains(m.Fields["features"], []byte(`"resume"`)) {
+			p.numbered = true
+		}
+		if err == nil && m.Type == "tools:chunk" && (string(m.Fields["stream"]) == "true" || string(m.Fields["end"]) == "true") {
+			if err := p.streamFrame(m); err != nil {
+				p.fail(err)
+				return
+			}
+			continue
+		}
 		if err == nil && m.Type == "tools:chunk" && string(m.Fields["binary"]) == "true" {
 			var head struct{ Count, Size int }
 			if err := json.Unmarshal(data, &head); err != nil || head.Count < 1 || p.bin != nil {
@@ -213,6 +311,48 @@ func (p *Page) readLoop() {
 		}
 		p.deliver(m, err)
 	}
+}
+
+// streamFrame handles a streamed result's head or end frame.
+func (p *Page) streamFrame(m *Msg) error {
+	var f struct {
+		ID          string
+		Stream, End bool
+		OK          bool
+		Count, Size int
+		N           uint64
+	}
+	if err := json.Unmarshal(m.Raw, &f); err != nil {
+		return fmt.Errorf("a stream frame %q: %v", m.Raw, err)
+	}
+	if f.N > 0 {
+		if f.N <= p.lastN {
+			return nil // resent after a resume: the page has it
+		}
+		p.lastN = f.N
+	}
+	if f.Stream {
+		// A head: a sequence resent from its start replaces the one begun.
+		p.bin = &chunkSeq{stream: true, head: time.Now()}
+		return nil
+	}
+	s := p.bin
+	if s == nil || !s.stream {
+		return fmt.Errorf("a stream's end %q without its head", m.Raw)
+	}
+	p.bin = nil
+	p.mu.Lock()
+	p.streaming = 0
+	p.streams = append(p.streams, StreamInfo{Head: s.head, FirstFrame: s.first, End: time.Now(), Frames: s.next, Bytes: len(s.buf), OK: f.OK})
+	p.mu.Unlock()
+	if !f.OK {
+		return nil // the call's error follows
+	}
+	if f.Count != s.next || f.Size != len(s.buf) {
+		return fmt.Errorf("a streamed result of %d frames and %d bytes, its end says %d and %d", s.next, len(s.buf), f.Count, f.Size)
+	}
+	p.deliver(parseMsg(s.buf))
+	return nil
 }
 
 // deliver keeps a whole message for Wait, or the error that it could not be

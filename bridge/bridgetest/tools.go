@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"time"
 )
@@ -40,7 +41,7 @@ func builtinTools() ([]toolDef, error) {
 	}{
 		{"echo", `{"name":"echo","description":"Return the arguments exactly as received.","inputSchema":{"type":"object"}}`, (*server).echo},
 		{"slow", `{"name":"slow","description":"Send one progress notification per step, then answer.","inputSchema":{"type":"object","properties":{"steps":{"type":"integer","minimum":0,"default":5},"intervalMs":{"type":"integer","minimum":0,"default":100},"tag":{"type":"string"},"ignoreCancel":{"type":"boolean","default":false}}}}`, (*server).slow},
-		{"big", `{"name":"big","description":"Answer with a response line of the given size.","inputSchema":{"type":"object","properties":{"bytes":{"type":"integer","minimum":0},"tag":{"type":"string"},"depth":{"type":"integer","minimum":0}},"required":["bytes"]}}`, (*server).big},
+		{"big", `{"name":"big","description":"Answer with a response line of the given size.","inputSchema":{"type":"object","properties":{"bytes":{"type":"integer","minimum":0},"tag":{"type":"string"},"depth":{"type":"integer","minimum":0},"tail":{"type":"string","enum":["","bad-utf8","bad-json"]},"holdFile":{"type":"string"}},"required":["bytes"]}}`, (*server).big},
 		{"atoms", `{"name":"atoms","title":"Random atoms","description":"Return a box of water with n atoms (O, H, H per molecule, bonds, residue names and ids), as a liquid-box tool does. For benchmarks.","inputSchema":{"type":"object","properties":{"n":{"type":"integer","minimum":0,"maximum":500000,"examples":[1000],"x-megane-unit":"count"},"seed":{"type":"integer","minimum":0,"x-megane-widget":"seed"},"tag":{"type":"string"}},"required":["n","seed"]},"_meta":{"io.github.megane-labs/builder":{"contract":1,"category":"other","apply":"new_document","document":"none","stochastic":true,"expectedSeconds":1}}}`, (*server).atoms},
 		{"crash", `{"name":"crash","description":"Exit with status 3 in the middle of the call.","inputSchema":{"type":"object"}}`, (*server).crash},
 		{"fail", `{"name":"fail","description":"Answer with a JSON-RPC error.","inputSchema":{"type":"object","properties":{"code":{"type":"integer"},"message":{"type":"string"}}}}`, (*server).fail},
@@ -272,6 +273,13 @@ func (s *server) big(c *callCtx) {
 		Bytes int64  `json:"bytes"`
 		Tag   string `json:"tag"`
 		Depth int    `json:"depth"`
+		// Tail spoils the line's last bytes: "bad-utf8" ends the padding
+		// with a byte that is not UTF-8, "bad-json" closes the result with
+		// a bracket that does not match.
+		Tail string `json:"tail"`
+		// HoldFile, if set, stops the server half-way through the line
+		// (after flushing it) until that file exists.
+		HoldFile string `json:"holdFile"`
 	}
 	if err := c.argsInto(&a); err != nil {
 		s.badArgs(c, err)
@@ -288,7 +296,13 @@ func (s *server) big(c *callCtx) {
 		prefix.Write(bytes.Repeat([]byte("]"), a.Depth))
 	}
 	prefix.WriteString(`,"padding":"`)
-	const suffix = `"}}`
+	suffix := `"}}`
+	switch a.Tail {
+	case "bad-utf8":
+		suffix = "\xff" + suffix
+	case "bad-json":
+		suffix = `"}]`
+	}
 	// The line is {"jsonrpc":"2.0", the id as "id":N, (before or after the
 	// result, the same length either way), prefix, padding, suffix and }.
 	overhead := len(`{"jsonrpc":"2.0",`) + len(`"id":,`) + len(c.id) + prefix.Len() + len(suffix) + len(`}`)
@@ -305,6 +319,17 @@ func (s *server) big(c *callCtx) {
 			k := min(n, bigChunk)
 			if _, err := w.Write(chunk[:k]); err != nil {
 				return err
+			}
+			if a.HoldFile != "" && n > pad/2 && n-k <= pad/2 {
+				if err := w.Flush(); err != nil {
+					return err
+				}
+				for c.ctx.Err() == nil {
+					if _, err := os.Stat(a.HoldFile); err == nil {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
 			}
 			n -= k
 		}

@@ -1,0 +1,114 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// scanPieces runs jsonScan over data cut at the given points.
+func scanPieces(data []byte, cuts ...int) (*jsonScan, error) {
+	s := &jsonScan{}
+	prev := 0
+	for _, c := range cuts {
+		if c < prev || c > len(data) {
+			continue
+		}
+		s.feed(data[prev:c])
+		prev = c
+	}
+	s.feed(data[prev:])
+	return s, s.end()
+}
+
+func TestJSONScanAgreesWithEncodingJSON(t *testing.T) {
+	deep := strings.Repeat("[", jsonMaxDepth) + strings.Repeat("]", jsonMaxDepth)
+	tooDeep := strings.Repeat("[", jsonMaxDepth+1) + strings.Repeat("]", jsonMaxDepth+1)
+	for _, text := range []string{
+		``, ` `, `{}`, `[]`, `[`, `]`, `{"a":1}`, `{"a":1,}`, `[1,]`, `[1 2]`, `{"a" 1}`, `{1:2}`,
+		`0`, `-`, `-0`, `01`, `1.`, `1.5`, `1e`, `1e+`, `1e+5`, `1E-05`, `-12.5e3`, `.5`, `+1`,
+		`true`, `tru`, `truex`, `null`, `nul`, `false `, ` "x" `, `"x`, `"\u00e9"`, `"\u00g9"`, `"\q"`,
+		"\"a\tb\"", `"a\/b"`, `"` + "\x7f" + `"`, "\"\xff\"", `{"a":[1,{"b":null}],"c":"d"}`, `{"a":1}x`,
+		`[[[]]]`, `[[[]]`, deep, tooDeep, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`,
+	} {
+		want := json.Valid([]byte(text))
+		for _, cut := range []int{0, 1, len(text) / 2, len(text) - 1} {
+			if _, err := scanPieces([]byte(text), cut); (err == nil) != want {
+				t.Errorf("%.40q cut at %d: scan says %v, encoding/json says valid=%v", text, cut, err, want)
+			}
+		}
+	}
+}
+
+func TestJSONScanWatchesTheResult(t *testing.T) {
+	for _, tc := range []struct {
+		line               string
+		isError, inputReq  bool
+		repeated, resultIs string
+	}{
+		{line: `{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":true}}`, isError: true, resultIs: `{"content":[],"isError":true}`},
+		{line: `{"jsonrpc":"2.0","id":1,"result":{"content":[{"isError":true}],"isError":false}}`, resultIs: `{"content":[{"isError":true}],"isError":false}`},
+		{line: `{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required"} }`, inputReq: true, resultIs: `{"resultType":"input_required"}`},
+		{line: `{"jsonrpc":"2.0","id":1,"result":12.5,"x":{"isError":true}}`, resultIs: `12.5`},
+		{line: `{"jsonrpc":"2.0","id":1,"result":"a","result":"b"}`, repeated: `"result"`, resultIs: `"a"`},
+		{line: `{"jsonrpc":"2.0","id":1,"result":null ,"error":{}}`, repeated: `"error"`, resultIs: `null`},
+	} {
+		at := int64(strings.Index(tc.line, `"result":`) + len(`"result":`))
+		for cut := 0; cut <= len(tc.line); cut++ {
+			s := &jsonScan{resultAt: at}
+			s.feed([]byte(tc.line[:cut]))
+			s.feed([]byte(tc.line[cut:]))
+			if err := s.end(); err != nil {
+				t.Fatalf("%s: %v", tc.line, err)
+			}
+			got := tc.line[at:s.resultEnd]
+			if got != tc.resultIs || s.isError != tc.isError || s.inputReq != tc.inputReq || s.repeated != tc.repeated {
+				t.Fatalf("%s cut at %d: result %q isError %v inputRequired %v repeated %q", tc.line, cut, got, s.isError, s.inputReq, s.repeated)
+			}
+		}
+	}
+}
+
+// FuzzJSONScan holds the streaming validator to encoding/json's verdict
+// on the whole text, wherever the text is cut, and its UTF-8 companion to
+// utf8.Valid.
+func FuzzJSONScan(f *testing.F) {
+	for _, s := range []string{`{"a":[1,2,{"b":"c\u00e9"}]}`, `[1e5,-0.5,true,false,null]`, "\"\xe2\x82\xac\"", `{"a":}`, "\"\xe2\x82\"", `01`} {
+		f.Add([]byte(s), uint16(3), uint16(7))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, c1, c2 uint16) {
+		a, b := int(c1)%(len(data)+1), int(c2)%(len(data)+1)
+		if a > b {
+			a, b = b, a
+		}
+		_, err := scanPieces(data, a, b)
+		if want := json.Valid(data); (err == nil) != want {
+			t.Fatalf("%q cut at %d, %d: scan says %v, encoding/json says valid=%v", data, a, b, err, want)
+		}
+		u := newUTF8Stream()
+		ok := u.feed(data[:a]) && u.feed(data[a:b]) && u.feed(data[b:])
+		ok = ok && u.end()
+		if ok != utf8.Valid(data) {
+			t.Fatalf("%q cut at %d, %d: utf8Stream says %v", data, a, b, ok)
+		}
+		if !ok && u.bad != int64(firstInvalid(data)) {
+			t.Fatalf("%q: first invalid byte %d, utf8Stream says %d", data, firstInvalid(data), u.bad)
+		}
+	})
+}
+
+func firstInvalid(p []byte) int {
+	for i := 0; i < len(p); {
+		r, n := utf8.DecodeRune(p[i:])
+		if r == utf8.RuneError && n == 1 {
+			if !utf8.FullRune(p[i:]) && bytes.IndexFunc(p[i:], func(rune) bool { return false }) < 0 {
+				return i
+			}
+			return i
+		}
+		i += n
+	}
+	return len(p)
+}
