@@ -80,6 +80,7 @@ func TestProtocolDocument(t *testing.T) {
 	got("tools:openSettings reply", r, err)
 	examples["tools:chunk"] = captureChunk(t, h, spec, false)
 	examples["tools:chunk binary head"] = captureChunk(t, h, spec, true)
+	examples["tools:chunk stream head"], examples["tools:chunk stream end"] = captureStream(t, h, spec)
 	r, err = p.Request(ctx, sent("tools:disconnect request", map[string]any{"type": "tools:disconnect", "id": 8, "server": "lab-tools"}))
 	got("tools:disconnect reply", r, err)
 	connect(t, ctx, p, 9, spec)
@@ -196,6 +197,47 @@ func captureChunk(t *testing.T, h *harness, spec bridge.ServerSpec, binary bool)
 			return data
 		}
 	}
+}
+
+// captureStream returns the head and the end of a streamed result.
+func captureStream(t *testing.T, h *harness, spec bridge.ServerSpec) (head, end []byte) {
+	t.Helper()
+	conn, _, err := websocket.DefaultDialer.Dial(h.wsURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"tools:hello","id":0,"features":["binary","stream"]}`))
+	connectMsg, _ := json.Marshal(map[string]any{"type": "tools:connect", "id": 1, "server": spec.Name, "fingerprint": spec.Fingerprint, "confirmed": true})
+	conn.WriteMessage(websocket.TextMessage, connectMsg)
+	for {
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(data, []byte(`"type":"tools:connect"`)) {
+			break
+		}
+	}
+	conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"tools:call","id":2,"server":"`+spec.Name+`","tool":"big","arguments":{"bytes":200000}}`))
+	for end == nil {
+		typ, data, err := conn.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case typ != websocket.TextMessage || !bytes.Contains(data, []byte(`"type":"tools:chunk"`)):
+		case bytes.Contains(data, []byte(`"stream":true`)):
+			head = data
+		case bytes.Contains(data, []byte(`"end":true`)):
+			end = data
+		}
+	}
+	if head == nil {
+		t.Fatal("a stream's end without its head")
+	}
+	return head, end
 }
 
 var exampleRE = regexp.MustCompile("(?m)^EXAMPLE (.+)$|^<!-- example: (.+) -->\n```json\n((?s:.*?))```\n")

@@ -37,9 +37,11 @@ type resultPool struct {
 	limit int64
 
 	mu      sync.Mutex
-	used    int64        // guarded by mu
-	peak    int64        // guarded by mu; the most used at once, garbage included (tests, metrics)
-	garbage garbageMeter // guarded by mu
+	used    int64         // guarded by mu
+	peak    int64         // guarded by mu; the most used at once, garbage included (tests, metrics)
+	garbage garbageMeter  // guarded by mu
+	waiting bool          // guarded by mu; a growing reader waits for room (at most one: see reserve)
+	freed   chan struct{} // guarded by mu; closed (and replaced) by release while a reader waits
 }
 
 func newResultPool(limit int64) *resultPool {
@@ -158,22 +160,59 @@ func (p *resultPool) reserve(least, most, held, size int64) (int64, error) {
 		p.peak = max(p.peak, p.used+p.garbage.bytes) // as last counted: no need to ask the runtime here
 		return most, nil
 	}
+	var waitUntil time.Time
+	for {
+		garbage := p.garbage.now()
+		free := p.limit - p.used - garbage
+		if free < least && garbage > 0 && p.used+least <= p.limit {
+			// Room once the garbage is collected: force a collection, then
+			// look again.
+			p.garbage.force(&p.mu)
+			garbage, free = 0, p.limit-p.used
+		}
+		if free >= least {
+			break
+		}
+		nr := &errNoRoom{size: size, held: held, used: p.used + garbage, limit: p.limit}
+		// Readers whose answers grow together can each hold part of the
+		// budget and all be refused their next growth: one growing
+		// reader may wait for room (the others, refused, hand theirs
+		// back), so that one of them always gets through.
+		if held == 0 || nr.never() || (p.waiting && waitUntil.IsZero()) {
+			return 0, nr
+		}
+		if waitUntil.IsZero() {
+			waitUntil, p.waiting = time.Now().Add(roomWait), true
+			defer func() { p.waiting = false }()
+		}
+		wait := time.Until(waitUntil)
+		if wait <= 0 {
+			return 0, nr
+		}
+		if p.freed == nil {
+			p.freed = make(chan struct{})
+		}
+		freed := p.freed
+		p.mu.Unlock()
+		timer := time.NewTimer(wait)
+		select {
+		case <-freed:
+		case <-timer.C:
+		}
+		timer.Stop()
+		p.mu.Lock()
+	}
 	garbage := p.garbage.now()
 	free := p.limit - p.used - garbage
-	if free < least && garbage > 0 && p.used+least <= p.limit {
-		// Room once the garbage is collected: force a collection, then
-		// look again.
-		p.garbage.force(&p.mu)
-		garbage, free = 0, p.limit-p.used
-	}
-	if free < least {
-		return 0, &errNoRoom{size: size, held: held, used: p.used + garbage, limit: p.limit}
-	}
 	n := min(most, free)
 	p.used += n
 	p.peak = max(p.peak, p.used+garbage)
 	return n, nil
 }
+
+// roomWait bounds how long the one growing reader that may wait for room
+// waits (see reserve).
+const roomWait = 2 * time.Second
 
 // smallAnswer is the largest answer always given room (see reserve).
 const smallAnswer = 256 << 10
@@ -186,6 +225,10 @@ func (p *resultPool) release(n int64) {
 	p.mu.Lock()
 	p.used -= n
 	p.garbage.add(n) // garbage until collected (see resultPool)
+	if p.freed != nil {
+		close(p.freed)
+		p.freed = nil
+	}
 	p.mu.Unlock()
 }
 

@@ -258,12 +258,23 @@ func (st *resultStream) begin() bool {
 	return st.queue(reply, nil)
 }
 
-// queue queues one binary frame; false if the tab has closed.
+// queue queues p as binary frames within the frame limit (less the 8
+// bytes of a number in a page session); false if the tab has closed.
+// release goes with the last.
 func (st *resultStream) queue(p []byte, release func()) bool {
 	t := st.c.t
-	t.enqueueMsg(&outMsg{parts: [][]byte{p}, bin: true, release: release})
-	st.frames++
-	st.size += int64(len(p))
+	most := max(int(t.b.opts.FrameLimit)-8, 1)
+	for len(p) > 0 {
+		n := min(len(p), most)
+		m := &outMsg{parts: [][]byte{p[:n]}, bin: true}
+		if n == len(p) {
+			m.release = release
+		}
+		t.enqueueMsg(m)
+		st.frames++
+		st.size += int64(n)
+		p = p[n:]
+	}
 	return !t.isClosed()
 }
 

@@ -196,10 +196,14 @@ class Bridge {
     this._onServerClosed = o.onServerClosed || null; // ({ server, message })
     this._backoff = Object.assign({ initialMs: 250, maxMs: 8000, attempts: 5 }, o.backoff || {});
     // Features asked for in tools:hello (PROTOCOL.md): a page session
-    // (resume: false asks for none) and the data of large messages in
-    // binary frames (binary: false keeps text chunks).
-    this._features = (o.resume === false ? [] : ['resume']).concat(o.binary === false ? [] : ['binary']);
-    this._bin = null; // the binary chunk sequence being received
+    // (resume: false asks for none), the data of large messages in
+    // binary frames (binary: false keeps text chunks), and results
+    // streamed while the server writes them (stream: false waits for the
+    // whole result; streams need binary frames).
+    this._features = (o.resume === false ? [] : ['resume'])
+      .concat(o.binary === false ? [] : ['binary'])
+      .concat(o.binary === false || o.stream === false ? [] : ['stream']);
+    this._bin = null; // the binary chunk sequence or streamed result being received
     this._session = null; // { token, graceMs } while the bridge keeps a page session for this object
     this._lastSeq = 0; // the number (n) of the last page-session message handled
     this._ackTimer = null;
@@ -462,7 +466,9 @@ class Bridge {
       p.resolve({ ok: false, error: { code: 'socket-closed', message: err.message, closeCode: err.closeCode } });
     }
     this._chunks.clear();
-    this._bin = null;
+    // A streamed result goes on after a resume, from the first frame
+    // this page did not have; any other sequence is sent again whole.
+    if (!(resumable && this._bin && this._bin.stream)) this._bin = null;
   }
 
   // ---- frames ----
@@ -527,16 +533,22 @@ class Bridge {
 
   _handle(msg) {
     if (!msg || typeof msg !== 'object') return;
-    if (typeof msg.n === 'number' && msg.type !== 'tools:chunk') {
+    const streamFrame = msg.type === 'tools:chunk' && (msg.stream === true || msg.end === true);
+    if (typeof msg.n === 'number' && (msg.type !== 'tools:chunk' || streamFrame)) {
       // A page session's message (n is its number; a tools:chunk frame's
-      // seq is the chunk's place in its sequence, not this): each is
-      // handled once, however many times a resume sends it.
+      // seq is the chunk's place in its sequence, not this; a stream's
+      // head and end are numbered messages): each is handled once,
+      // however many times a resume sends it.
       if (msg.n <= this._lastSeq) return;
       this._lastSeq = msg.n;
       this._scheduleAck();
     }
     switch (msg.type) {
       case 'tools:chunk':
+        if (streamFrame) {
+          this._stream(msg);
+          return;
+        }
         if (msg.ok === false) return; // a refusal of a sequence this page sent
         this._chunk(msg);
         return;
@@ -574,6 +586,30 @@ class Bridge {
   _binaryPiece(data) {
     const s = this._bin;
     if (!s || !(data instanceof ArrayBuffer)) return;
+    if (s.stream) {
+      let bytes = new Uint8Array(data);
+      if (this._session) {
+        // In a page session a streamed frame leads with its number.
+        if (data.byteLength < 8) return;
+        const n = Number(new DataView(data).getBigUint64(0));
+        if (n <= this._lastSeq) return; // sent again after a resume: this page has it
+        this._lastSeq = n;
+        this._scheduleAck();
+        bytes = bytes.subarray(8);
+      }
+      s.frames++;
+      s.bytes += bytes.byteLength;
+      if (s.bytes > MAX_INBOUND) {
+        this._bin = null;
+        return;
+      }
+      try {
+        s.text.push(s.decoder.decode(bytes, { stream: true }));
+      } catch (e) {
+        this._bin = null; // not UTF-8: the bridge never sends that
+      }
+      return;
+    }
     s.bytes += data.byteLength;
     if (s.bytes > s.size) {
       this._bin = null;
@@ -589,6 +625,26 @@ class Bridge {
     }
     this._bin = null;
     if (s.bytes === s.size) this._frame(s.text.join(''));
+  }
+
+  // _stream begins a streamed result (its head) or ends it: ok, the
+  // reassembled reply is handled; not ok, what came is dropped and the
+  // call's error follows (PROTOCOL.md, Streamed results).
+  _stream(m) {
+    if (m.stream === true) {
+      this._bin = { stream: true, frames: 0, bytes: 0, text: [], decoder: new TextDecoder('utf-8', { fatal: true }) };
+      return;
+    }
+    const s = this._bin;
+    if (!s || !s.stream) return;
+    this._bin = null;
+    if (m.ok !== true || m.count !== s.frames || m.size !== s.bytes) return;
+    try {
+      s.text.push(s.decoder.decode());
+    } catch (e) {
+      return;
+    }
+    this._frame(s.text.join(''));
   }
 
   // _chunk reassembles the bridge's tools:chunk sequences (PROTOCOL.md, Chunks).

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -247,14 +248,20 @@ func TestClientModuleNode(t *testing.T) {
 		Parsed, Invalid, AfterConnClose, AfterBridgeClose outcome
 		Drop, AfterDrop                                   outcome
 		Statuses, ResumedStatuses, LostStatuses           []status
-		Resumed, AfterResume, Lost                        outcome
-		ResumedProgress                                   int
-		AskedTotal                                        int
-		Closing                                           map[string]bridgeErr
-		Midcall                                           outcome
-		CookieOnly                                        bridgeErr
-		AuthenticatedBy                                   string
-		Query                                             map[string]struct{ By, Query string }
+		Resumed, AfterResume, Lost, AfterStream           outcome
+		StreamResume                                      struct {
+			OK                        bool
+			Error, Tag                string
+			Size, FramesAtCut, Frames int
+			Statuses                  []string
+		}
+		ResumedProgress int
+		AskedTotal      int
+		Closing         map[string]bridgeErr
+		Midcall         outcome
+		CookieOnly      bridgeErr
+		AuthenticatedBy string
+		Query           map[string]struct{ By, Query string }
 	}
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); runErr != nil || err != nil || res.Error != "" {
 		t.Fatalf("node %s: %v %v %s\nstdout:\n%s\nstderr:\n%s", script, runErr, err, res.Error, stdout.String(), stderr.String())
@@ -346,6 +353,9 @@ func TestClientModuleNode(t *testing.T) {
 		t.Errorf("onStatus: %+v, want open, closed 1006, open", res.Statuses)
 	}
 	// With a page session, the drop loses nothing.
+	if sr := res.StreamResume; !sr.OK || sr.Tag != "S" || sr.Size < 39_000_000 || sr.FramesAtCut < 5 || sr.Frames <= sr.FramesAtCut || !slices.Contains(sr.Statuses, "resumed") || !res.AfterStream.OK {
+		t.Errorf("a streamed result when the socket of a page session drops: %+v, then %+v", sr, res.AfterStream)
+	}
 	if !res.Resumed.OK || string(res.Resumed.Result) != `{"cancelIgnored":false,"steps":20,"tag":"R"}` || !res.AfterResume.OK {
 		t.Errorf("a call when the socket of a page session drops: %+v, then %+v", res.Resumed, res.AfterResume)
 	}

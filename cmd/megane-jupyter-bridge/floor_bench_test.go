@@ -23,7 +23,8 @@ import (
 	"github.com/megane-labs/megane-jupyter-bridge/child"
 )
 
-// BenchmarkFloor measures the bridge's own throughput for a large result,
+// BenchmarkFloor measures the bridge's own throughput for a large result
+// (held whole, and streamed: bridge-stream),
 // without the tool server's work: a bridgetest server replays a prebuilt
 // 40 MB water box (a fixture) and the bridge relays it to a Go page client
 // (bridgetest.Page, which reassembles chunks and parses the reply). Beside
@@ -69,38 +70,55 @@ func BenchmarkFloor(b *testing.B) {
 		return p
 	}
 
-	b.Run("bridge", func(b *testing.B) {
-		mode := bridgetest.Mode{FixtureCalls: map[string]string{"atoms": fixture}}
-		servers, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"bridgetest": map[string]any{
-			"command": exe, "args": []string{"-test.run=^$"},
-			"env": map[string]string{bridgetest.EnvVar: strings.TrimPrefix(mode.Env(), bridgetest.EnvVar+"=")}}}})
-		path := filepath.Join(b.TempDir(), "servers.json")
-		if err := os.WriteFile(path, servers, 0o600); err != nil {
-			b.Fatal(err)
-		}
-		// The bridge in a process of its own, as deployed (in this
-		// process its memory ceiling would count the benchmark's too).
-		ready := filepath.Join(b.TempDir(), "ready")
-		cmd := exec.Command(exe, "serve", "--standalone", "--port", "0", "--ready-file", ready, "--token", "floor-token-0123456789", "--servers", path)
-		cmd.Env = append(os.Environ(), asProgramEnv+"=1")
-		var stderr bridgetest.Buffer
-		cmd.Stderr = &stderr
-		child.InGroup(cmd)
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { child.KillGroup(cmd.Process); cmd.Wait() })
-		var addr []byte
-		for deadline := time.Now().Add(20 * time.Second); len(addr) == 0; time.Sleep(20 * time.Millisecond) {
-			addr, _ = os.ReadFile(ready)
-			if time.Now().After(deadline) {
-				b.Fatalf("the bridge did not get ready:\n%s", stderr.String())
+	// The bridge, its page asking for features in tools:hello (none: the
+	// result held whole and sent as text chunk frames).
+	bridgeWith := func(features ...string) func(b *testing.B) {
+		return func(b *testing.B) {
+			mode := bridgetest.Mode{FixtureCalls: map[string]string{"atoms": fixture}}
+			servers, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"bridgetest": map[string]any{
+				"command": exe, "args": []string{"-test.run=^$"},
+				"env": map[string]string{bridgetest.EnvVar: strings.TrimPrefix(mode.Env(), bridgetest.EnvVar+"=")}}}})
+			path := filepath.Join(b.TempDir(), "servers.json")
+			if err := os.WriteFile(path, servers, 0o600); err != nil {
+				b.Fatal(err)
+			}
+			// The bridge in a process of its own, as deployed (in this
+			// process its memory ceiling would count the benchmark's too).
+			ready := filepath.Join(b.TempDir(), "ready")
+			cmd := exec.Command(exe, "serve", "--standalone", "--port", "0", "--ready-file", ready, "--token", "floor-token-0123456789", "--servers", path)
+			cmd.Env = append(os.Environ(), asProgramEnv+"=1")
+			var stderr bridgetest.Buffer
+			cmd.Stderr = &stderr
+			child.InGroup(cmd)
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { child.KillGroup(cmd.Process); cmd.Wait() })
+			var addr []byte
+			for deadline := time.Now().Add(20 * time.Second); len(addr) == 0; time.Sleep(20 * time.Millisecond) {
+				addr, _ = os.ReadFile(ready)
+				if time.Now().After(deadline) {
+					b.Fatalf("the bridge did not get ready:\n%s", stderr.String())
+				}
+			}
+			p := dial(b, "ws://"+strings.TrimSpace(string(addr))+"/megane/builder-tools/ws?token=floor-token-0123456789")
+			if len(features) > 0 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				if _, err := p.Request(ctx, map[string]any{"type": "tools:hello", "id": "h", "features": features}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			connectBridgetest(b, p)
+			calls(b, p)
+			if streamed := len(p.Streams()); len(features) > 1 && streamed == 0 {
+				b.Fatal("the page asked for streams and got none")
 			}
 		}
-		p := dial(b, "ws://"+strings.TrimSpace(string(addr))+"/megane/builder-tools/ws?token=floor-token-0123456789")
-		connectBridgetest(b, p)
-		calls(b, p)
-	})
+	}
+	b.Run("bridge", bridgeWith())
+	// The result streamed while it is read (feature "stream").
+	b.Run("bridge-stream", bridgeWith("binary", "stream"))
 
 	// A plain gorilla server answering each call with the reply around
 	// result: as one message, or (chunked) as the protocol's tools:chunk

@@ -7,6 +7,10 @@
 //   RELAY_WS     the socket URL through the relay  DROP   URL that cuts it
 //   FAKE_WS      ws://host:port of the fake bridge
 
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
 const env = process.env;
 const out = {};
 const call = (c, tool, args, o) => c.call(tool, args, Object.assign({ timeoutMs: 60000 }, o || {}));
@@ -138,6 +142,35 @@ try {
   out.resumedStatuses = rstat;
   out.afterResume = await call(c4, 'echo', { d: 4 });
   await b4.close();
+
+  // A result streaming when the socket drops: the module resumes, the
+  // stream goes on from the first frame the page did not have, and the
+  // result arrives whole, once. The server holds its second half until
+  // the socket was cut.
+  let frames5 = 0;
+  class CountingWS extends WebSocket {
+    constructor(...a) {
+      super(...a);
+      this.addEventListener('message', (e) => { if (typeof e.data !== 'string') frames5++; });
+    }
+  }
+  const s5 = [];
+  const b5 = await mod.connectBridge(env.RELAY_WS, { token: env.TOKEN, approvals, WebSocket: CountingWS, onStatus: (s) => s5.push(s.message) });
+  const c5 = await b5.connect('flaky', { confirm });
+  const hold = path.join(os.tmpdir(), 'mjb-hold-' + process.pid);
+  const pending5 = call(c5, 'big', { bytes: 40000000, tag: 'S', holdFile: hold }, { timeoutMs: 120000 });
+  for (let i = 0; i < 1500 && frames5 < 5; i++) await new Promise((r) => setTimeout(r, 20));
+  const framesAtCut = frames5;
+  await fetch(env.DROP);
+  fs.writeFileSync(hold, '');
+  const streamed = await pending5;
+  fs.unlinkSync(hold);
+  out.streamResume = {
+    ok: streamed.ok, error: streamed.error, tag: streamed.result && streamed.result.tag,
+    size: JSON.stringify(streamed.result || '').length, framesAtCut, frames: frames5, statuses: s5,
+  };
+  out.afterStream = await call(c5, 'echo', { e: 5 });
+  await b5.close();
   await bridge.close();
   out.afterBridgeClose = await call(conn, 'echo', {});
 

@@ -48,6 +48,7 @@ func main() {
 
 type config struct {
 	bridgeBin    string
+	oldBridge    string // an earlier binary to compare rows 8 and 9 with; empty for none
 	supergateway string
 	atoms        int
 	runs         int
@@ -70,6 +71,7 @@ func run() error {
 	flag.IntVar(&c.tabs, "tabs", 50, "concurrent tabs for the small-call latency")
 	flag.IntVar(&c.tabCalls, "tab-calls", 100, "small calls per tab at -tabs")
 	flag.IntVar(&c.idle, "idle", 1000, "idle sockets")
+	flag.StringVar(&c.oldBridge, "old-bridge", "", "an earlier megane-jupyter-bridge binary: rows 8 and 9 compare with it too")
 	flag.BoolVar(&c.goBench, "go-bench", true, "also run BenchmarkFloor and BenchmarkJupyterHop (rows 6 and 7; the hop rows need the Debian 13 chroot)")
 	flag.Parse()
 	var err error
@@ -186,6 +188,13 @@ func run() error {
 	}
 	rows = append(rows, row{fmt.Sprintf("5. bridge memory per idle tab (%d sockets, RSS)", c.idle),
 		fmt.Sprintf("%.1f KiB", perTab/1024), "", verdict(perTab <= 64*1024, "≤ 64 KiB")})
+
+	// 8, 9: streamed results.
+	more, err := c.streamRows(ctx)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, more...)
 
 	if c.goBench {
 		more, err := c.floorAndHop(ctx)
@@ -382,9 +391,25 @@ type bridgeProc struct {
 }
 
 func (c *config) startBridge(ctx context.Context) (*bridgeProc, error) {
+	return c.startBridgeWith(ctx, c.bridgeBin, "")
+}
+
+// startBridgeWith starts bin with admin as its megane_jupyter_bridge.toml
+// (none if empty).
+func (c *config) startBridgeWith(ctx context.Context, bin, admin string) (*bridgeProc, error) {
 	dir, err := os.MkdirTemp(c.dir, "bridge-")
 	if err != nil {
 		return nil, err
+	}
+	configPath := ""
+	if admin != "" {
+		configPath = filepath.Join(dir, "admin")
+		if err := os.MkdirAll(configPath, 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(configPath, "megane_jupyter_bridge.toml"), []byte(admin), 0o600); err != nil {
+			return nil, err
+		}
 	}
 	mode := strings.TrimPrefix(toolServerEnv(), bridgetest.EnvVar+"=")
 	servers, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
@@ -395,10 +420,10 @@ func (c *config) startBridge(ctx context.Context) (*bridgeProc, error) {
 		return nil, err
 	}
 	b := &bridgeProc{token: "bench-token-0123456789", done: make(chan struct{})}
-	b.cmd = exec.Command(c.bridgeBin, "serve", "--standalone", "--port", "0", "--token", b.token,
+	b.cmd = exec.Command(bin, "serve", "--standalone", "--port", "0", "--token", b.token,
 		"--servers", file, "--ready-file", ready, "--log-level", "warn")
 	b.cmd.Env = append(os.Environ(), "HOME="+filepath.Join(dir, "home"), "JUPYTER_CONFIG_DIR="+filepath.Join(dir, "cfg"),
-		"JUPYTER_DATA_DIR="+filepath.Join(dir, "data"), "JUPYTER_RUNTIME_DIR="+filepath.Join(dir, "rt"), "JUPYTER_CONFIG_PATH=")
+		"JUPYTER_DATA_DIR="+filepath.Join(dir, "data"), "JUPYTER_RUNTIME_DIR="+filepath.Join(dir, "rt"), "JUPYTER_CONFIG_PATH="+configPath)
 	b.cmd.Stderr = os.Stderr
 	child.InGroup(b.cmd)
 	if err := b.cmd.Start(); err != nil {
@@ -472,6 +497,8 @@ type page struct {
 	next    int
 	session bool   // a page session (tools:hello with resume): acknowledges each reply
 	lastN   uint64 // the number of the last page-session message read
+
+	firstFrame time.Time // when the last streamed result's first binary frame came
 }
 
 func (b *bridgeProc) dial(ctx context.Context) (*page, error) {
@@ -522,13 +549,36 @@ func (p *page) request(v map[string]any) ([]byte, error) {
 		return nil, err
 	}
 	var whole []byte
-	binLeft := 0 // binary frames still to come of the binary chunk sequence announced
+	binLeft := 0       // binary frames still to come of the binary chunk sequence announced
+	streaming := false // a streamed result's frames are coming (feature "stream")
 	for {
 		typ, frame, err := p.conn.ReadMessage()
 		if err != nil {
 			return nil, err
 		}
-		if typ == websocket.BinaryMessage {
+		if typ == websocket.BinaryMessage && streaming {
+			if whole == nil {
+				p.firstFrame = time.Now()
+			}
+			if p.session {
+				frame = frame[8:] // its number
+			}
+			whole = append(whole, frame...)
+			continue
+		}
+		if typ == websocket.TextMessage && bytes.HasPrefix(frame, []byte(`{"type":"tools:chunk"`)) && bytes.Contains(frame, []byte(`"stream":true`)) ||
+			bytes.Contains(frame[:min(len(frame), 60)], []byte(`"type":"tools:chunk"`)) && bytes.Contains(frame, []byte(`"stream":true`)) {
+			streaming, whole = true, nil
+			continue
+		}
+		if typ == websocket.TextMessage && streaming && bytes.Contains(frame, []byte(`"end":true`)) {
+			streaming = false
+			if !bytes.Contains(frame, []byte(`"ok":true`)) {
+				whole = nil
+				continue // the call's error follows
+			}
+			frame, whole = whole, nil
+		} else if typ == websocket.BinaryMessage {
 			whole = append(whole, frame...)
 			if binLeft--; binLeft > 0 {
 				continue
@@ -788,6 +838,10 @@ func (c *config) floorAndHop(ctx context.Context) ([]row, error) {
 	rows := []row{{"6. 40 MB result without the tool's work (BenchmarkFloor): bridge / plain gorilla server, one message / the same, as tools:chunk frames / a pipe",
 		fmt.Sprintf("%.0f / %.0f / %.0f / %.0f ms", br/1e6, gor/1e6, chunked/1e6, pipe/1e6),
 		fmt.Sprintf("bridge %.2f × gorilla, %.2f × chunked", br/gor, br/chunked), verdict(br <= 1.5*gor, "≤ 1.5 × gorilla")}}
+	if st := nsop("BenchmarkFloor/bridge-stream"); st > 0 {
+		rows = append(rows, row{"6. same, the page with streamed results (feature stream)", fmt.Sprintf("%.0f ms", st/1e6),
+			fmt.Sprintf("%.2f × gorilla, %.2f × held whole", st/gor, st/br), verdict(st <= 1.3*gor, "≤ 1.3 × gorilla")})
+	}
 
 	hop, skipped, err := goBench(ctx, pkg, "^BenchmarkJupyterHop$/^(real_proxy|hub|stand-in)$//^frame_limit=8MiB$", c.runs)
 	if err != nil {
@@ -869,4 +923,149 @@ func metricMedian(runs []map[string]float64, unit string) float64 {
 		return 0
 	}
 	return median(v)
+}
+
+// bigRun is one large result on a fresh bridge.
+type bigRun struct {
+	total, first time.Duration // the call's time, and to its first streamed frame (0: not streamed)
+	hwm          int64         // the bridge's peak RSS (VmHWM)
+}
+
+// admin400 lets a bridge take a 400 MB result.
+const admin400 = "[limits]\nresult_limit = \"512MiB\"\n"
+
+// bigOnce starts bin afresh and has tabs pages, with features, each ask
+// at once for a result of n bytes from the bridgetest "big" tool (the
+// padding costs the server nothing: the bridge's own work is measured).
+func (c *config) bigOnce(ctx context.Context, bin string, n int64, tabs int, features ...string) (bigRun, error) {
+	admin := ""
+	if n > 200<<20 {
+		admin = admin400
+	}
+	b, err := c.startBridgeWith(ctx, bin, admin)
+	if err != nil {
+		return bigRun{}, err
+	}
+	defer b.stop()
+	pages := make([]*page, tabs)
+	for i := range pages {
+		p, err := b.dial(ctx)
+		if len(features) > 0 {
+			if err == nil {
+				p.close()
+			}
+			p, err = b.dialFeatures(ctx, features...)
+		}
+		if err != nil {
+			return bigRun{}, err
+		}
+		defer p.close()
+		if err := p.connect(b); err != nil {
+			return bigRun{}, err
+		}
+		pages[i] = p
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, tabs)
+	firsts := make([]time.Duration, tabs)
+	start := time.Now()
+	for i, p := range pages {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := p.request(map[string]any{"type": "tools:call", "server": "bench", "tool": "big", "arguments": map[string]any{"bytes": n}})
+			if err == nil && (int64(len(r)) < n || !bytes.HasSuffix(r, []byte(`"}}}`))) {
+				err = fmt.Errorf("a reply of %d bytes for %d", len(r), n)
+			}
+			errs[i] = err
+			if !p.firstFrame.IsZero() {
+				firsts[i] = p.firstFrame.Sub(start)
+			}
+		}()
+	}
+	wg.Wait()
+	total := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return bigRun{}, err
+	}
+	return bigRun{total: total, first: slices.Min(firsts), hwm: b.status("VmHWM")}, nil
+}
+
+// bigMedian runs bigOnce c.runs times and returns the medians.
+func (c *config) bigMedian(ctx context.Context, bin string, n int64, tabs int, features ...string) (bigRun, error) {
+	var totals, firsts []time.Duration
+	var hwms []int64
+	for range c.runs {
+		r, err := c.bigOnce(ctx, bin, n, tabs, features...)
+		if err != nil {
+			return bigRun{}, fmt.Errorf("%d MB × %d tab(s) %q: %w", n/1e6, tabs, features, err)
+		}
+		totals, firsts, hwms = append(totals, r.total), append(firsts, r.first), append(hwms, r.hwm)
+	}
+	return bigRun{total: median(totals), first: median(firsts), hwm: median(hwms)}, nil
+}
+
+// streamRows measures streamed results (the feature "stream"), each
+// size and kind on fresh bridges: 8, one page, 40 and 400 MB, streamed
+// against held whole (binary chunk frames, what the page had before);
+// 9, ten pages at once, each receiving 40 MB.
+func (c *config) streamRows(ctx context.Context) ([]row, error) {
+	stream := []string{"binary", "stream"}
+	whole, err := c.bigMedian(ctx, c.bridgeBin, 40e6, 1, "binary")
+	if err != nil {
+		return nil, err
+	}
+	s40, err := c.bigMedian(ctx, c.bridgeBin, 40e6, 1, stream...)
+	if err != nil {
+		return nil, err
+	}
+	s400, err := c.bigMedian(ctx, c.bridgeBin, 400e6, 1, stream...)
+	if err != nil {
+		return nil, err
+	}
+	within := float64(s400.hwm)/float64(s40.hwm) - 1
+	rows := []row{
+		{"8. 40 MB result (bridgetest big, fast page), held whole, binary chunk frames: time / first byte at the page / bridge peak RSS",
+			fmt.Sprintf("%s / %s / %s", ms(whole.total), ms(whole.total), mib(whole.hwm)), "", ""},
+		{"8. same, streamed: time / first frame / peak RSS",
+			fmt.Sprintf("%s / %s / %s", ms(s40.total), ms(s40.first), mib(s40.hwm)),
+			fmt.Sprintf("%.2f × the time, %.2f × the RSS of held whole", s40.total.Seconds()/whole.total.Seconds(), float64(s40.hwm)/float64(whole.hwm)),
+			verdict(s40.hwm <= 40<<20, "RSS ≤ 40 MiB")},
+		{"8. 400 MB result, streamed: time / first frame / peak RSS",
+			fmt.Sprintf("%s / %s / %s", ms(s400.total), ms(s400.first), mib(s400.hwm)),
+			fmt.Sprintf("RSS %+.0f %% of 40 MB's", within*100),
+			verdict(s400.hwm <= 40<<20 && within <= 0.10 && within >= -0.10, "RSS ≤ 40 MiB, within 10 % of 40 MB's")},
+	}
+	if c.oldBridge != "" {
+		old, err := c.bigMedian(ctx, c.oldBridge, 40e6, 1, "binary")
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row{"8. 40 MB, held whole, the earlier binary (-old-bridge): time / peak RSS",
+			fmt.Sprintf("%s / %s", ms(old.total), mib(old.hwm)), fmt.Sprintf("streamed: %.2f × the time", s40.total.Seconds()/old.total.Seconds()), ""})
+	}
+	tenWhole, err := c.bigMedian(ctx, c.bridgeBin, 40e6, 10, "binary")
+	if err != nil {
+		return nil, err
+	}
+	tenStream, err := c.bigMedian(ctx, c.bridgeBin, 40e6, 10, stream...)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows,
+		row{"9. ten tabs each receiving 40 MB at once, held whole: total time / first frame / peak RSS",
+			fmt.Sprintf("%s / %s / %s", ms(tenWhole.total), ms(tenWhole.total), mib(tenWhole.hwm)), "", ""},
+		row{"9. same, streamed: total time / first frame / peak RSS",
+			fmt.Sprintf("%s / %s / %s", ms(tenStream.total), ms(tenStream.first), mib(tenStream.hwm)),
+			fmt.Sprintf("%.2f × the time, %.2f × the RSS of held whole", tenStream.total.Seconds()/tenWhole.total.Seconds(), float64(tenStream.hwm)/float64(tenWhole.hwm)), ""})
+	if c.oldBridge != "" {
+		old, err := c.bigMedian(ctx, c.oldBridge, 40e6, 10, "binary")
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row{"9. same, the earlier binary (-old-bridge): total time / peak RSS",
+			fmt.Sprintf("%s / %s", ms(old.total), mib(old.hwm)),
+			fmt.Sprintf("streamed: %.2f × the time, %.2f × the RSS", tenStream.total.Seconds()/old.total.Seconds(), float64(tenStream.hwm)/float64(old.hwm)), ""})
+	}
+	return rows, nil
 }
