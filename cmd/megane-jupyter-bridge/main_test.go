@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(legitPageEnv); spec != "" {
 		os.Exit(legitPage(spec))
 	}
+	if fixture := os.Getenv(plainWSEnv); fixture != "" {
+		os.Exit(plainWS(fixture))
+	}
 	if os.Getenv(asProgramEnv) != "" {
 		if os.Getenv(noDeathNoticeEnv) != "" {
 			parentWatch.NoNotice = true

@@ -30,7 +30,12 @@ import (
 // size of a large message, the admin setting [limits] frame_limit).
 //
 // Metrics: alone-ms/op and proxied-ms/op (one call each per op) and
-// proxied/alone, the ratio of the two (target ≤ 1.2).
+// proxied/alone, the ratio of the two (target ≤ 1.2); the same page
+// through Jupyter with binary chunk frames (proxied-binary-ms/op) and with
+// streamed results (proxied-stream-ms/op); behind the real proxy and the
+// Hub, a plain gorilla server started by the same jupyter-server-proxy,
+// sending the reply as one message (plain-ms/op), and
+// proxied-stream/plain (target ≤ 1.15).
 // MEGANE_TEST_PROXY_PROFILE=FILE writes a cProfile of the Jupyter server
 // (tornado's relay) per frame limit to FILE.<limit> (stand-in rows), and
 // to FILE.real_proxy (the real jupyter-server-proxy's row).
@@ -60,7 +65,7 @@ func BenchmarkJupyterHop(b *testing.B) {
 		}
 		bin := inner + "/megane-jupyter-bridge"
 		files := map[string]string{
-			"config/jupyter_server_config.json": proxiedConfigMode(b, bin, bin, false, bridgetest.Mode{FixtureCalls: map[string]string{"atoms": inner + "/atoms.json"}}),
+			"config/jupyter_server_config.json": withPlainWS(b, proxiedConfigMode(b, bin, bin, false, bridgetest.Mode{FixtureCalls: map[string]string{"atoms": inner + "/atoms.json"}}), bin, inner+"/atoms.json"),
 			"admin/megane_jupyter_bridge.toml":  "[limits]\nframe_limit = \"8MiB\"\n",
 		}
 		profile := os.Getenv("MEGANE_TEST_PROXY_PROFILE")
@@ -76,7 +81,7 @@ func BenchmarkJupyterHop(b *testing.B) {
 			Files:  files,
 		})
 		// The real proxy logs the bridge's port for each socket.
-		hop(b, j, `ws://localhost:(\d+)/`)
+		hopVia(b, j.URL, j.Token, j.HostHdr, j.Out, `ws://localhost:(\d+)/`, j.URL)
 		if profile != "" {
 			j.Stop() // the profile is written at exit
 			data, err := os.ReadFile(filepath.Join(dir, "proxy.prof"))
@@ -100,13 +105,13 @@ func BenchmarkJupyterHop(b *testing.B) {
 		copyExecutable(b, exe, h.Path("bin/megane-jupyter-bridge"))
 		copyExecutable(b, fixture, h.Path("bin/atoms.json"))
 		cfgDir := h.Path("home/carol/.jupyter")
-		cfg := proxiedConfigMode(b, bin, bin, false, bridgetest.Mode{FixtureCalls: map[string]string{"atoms": filepath.Join(h.Inner, "bin", "atoms.json")}})
+		cfg := withPlainWS(b, proxiedConfigMode(b, bin, bin, false, bridgetest.Mode{FixtureCalls: map[string]string{"atoms": filepath.Join(h.Inner, "bin", "atoms.json")}}), bin, filepath.Join(h.Inner, "bin", "atoms.json"))
 		if err := os.WriteFile(filepath.Join(cfgDir, "jupyter_server_config.json"), []byte(cfg), 0o644); err != nil {
 			b.Fatal(err)
 		}
 		jupytertest.RealServerProxy(b, root, h.Path("pylib"), cfgDir)
 		h.Spawn(b, "carol")
-		hopVia(b, h.Public+"user/carol/", h.Token(b, "carol", nil), h.HostHdr, h.Out, `ws://localhost:(\d+)/`)
+		hopVia(b, h.Public+"user/carol/", h.Token(b, "carol", nil), h.HostHdr, h.Out, `ws://localhost:(\d+)/`, h.Public+"user/carol/")
 	})
 	for _, frame := range []string{"1MiB", "2MiB", "4MiB", "8MiB"} {
 		b.Run("stand-in/jupyter_server=1.23/frame_limit="+frame, func(b *testing.B) {
@@ -131,14 +136,14 @@ func BenchmarkJupyterHop(b *testing.B) {
 // hop runs the alternating calls of BenchmarkJupyterHop against the bridge
 // behind j, whose port portRE finds in j's output once a socket is open.
 func hop(b *testing.B, j *jupytertest.Server, portRE string) {
-	hopVia(b, j.URL, j.Token, j.HostHdr, j.Out, portRE)
+	hopVia(b, j.URL, j.Token, j.HostHdr, j.Out, portRE, "")
 }
 
 // hopVia is hop for the bridge behind publicBase (a Jupyter server's URL,
 // or a user's server's at a Hub's public address), admitted with token;
 // the bridge's own port is dialled with Host hostHdr, and found by portRE
 // in out.
-func hopVia(b *testing.B, publicBase, token, hostHdr string, out *bridgetest.Buffer, portRE string) {
+func hopVia(b *testing.B, publicBase, token, hostHdr string, out *bridgetest.Buffer, portRE, plainBase string) {
 	auth := http.Header{"Authorization": {"token " + token}}
 	proxied, _, err := proxiedPage(b, publicBase, "", auth)
 	if err != nil {
@@ -157,6 +162,25 @@ func hopVia(b *testing.B, publicBase, token, hostHdr string, out *bridgetest.Buf
 		b.Fatalf("hello with binary: %v %v", err, r)
 	}
 	connectBridgetest(b, binary)
+	// Streamed results (the feature "stream", which the client module
+	// asks for too).
+	stream, _, err := proxiedPage(b, publicBase, "", auth)
+	if err != nil {
+		b.Fatalf("through Jupyter: %v\n%s", err, out)
+	}
+	if r, err := stream.Request(hctx, map[string]any{"type": "tools:hello", "id": "h", "features": []string{"binary", "stream"}}); err != nil || !strings.Contains(r.String(), `"features":["binary","stream"]`) {
+		b.Fatalf("hello with stream: %v %v", err, r)
+	}
+	connectBridgetest(b, stream)
+	// The baseline where there is one: a plain gorilla server behind the
+	// same proxies, sending the reply as one message.
+	var plain *bridgetest.Page
+	if plainBase != "" {
+		if plain, _, err = bridgetest.Dial(hctx, plainWSURL(plainBase), auth); err != nil {
+			b.Fatalf("the plain server through Jupyter: %v\n%s", err, out)
+		}
+		defer plain.Close()
+	}
 	m := regexp.MustCompile(portRE).FindStringSubmatch(out.String())
 	if m == nil {
 		b.Fatalf("no bridge port (%s) in Jupyter's output:\n%s", portRE, out)
@@ -177,7 +201,15 @@ func hopVia(b *testing.B, publicBase, token, hostHdr string, out *bridgetest.Buf
 	if got := callAtoms(b, binary, "warm-b", 1); string(got) != string(want) {
 		b.Fatalf("the proxied result in binary frames differs")
 	}
-	var tAlone, tProxied, tBinary time.Duration
+	if got := callAtoms(b, stream, "warm-s", 1); string(got) != string(want) || len(stream.Streams()) == 0 {
+		b.Fatalf("the proxied result streamed differs, or was not streamed")
+	}
+	if plain != nil {
+		if got := callAtoms(b, plain, "warm-g", 1); string(got) != string(want) {
+			b.Fatalf("the plain server's result differs")
+		}
+	}
+	var tAlone, tProxied, tBinary, tStream, tPlain time.Duration
 	b.SetBytes(int64(len(want)) * 3)
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
@@ -190,6 +222,14 @@ func hopVia(b *testing.B, publicBase, token, hostHdr string, out *bridgetest.Buf
 		start = time.Now()
 		callAtoms(b, binary, fmt.Sprintf("b%d", i), 1)
 		tBinary += time.Since(start)
+		start = time.Now()
+		callAtoms(b, stream, fmt.Sprintf("s%d", i), 1)
+		tStream += time.Since(start)
+		if plain != nil {
+			start = time.Now()
+			callAtoms(b, plain, fmt.Sprintf("g%d", i), 1)
+			tPlain += time.Since(start)
+		}
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(tAlone.Milliseconds())/n, "alone-ms/op")
@@ -197,6 +237,11 @@ func hopVia(b *testing.B, publicBase, token, hostHdr string, out *bridgetest.Buf
 	b.ReportMetric(tProxied.Seconds()/tAlone.Seconds(), "proxied/alone")
 	b.ReportMetric(float64(tBinary.Milliseconds())/n, "proxied-binary-ms/op")
 	b.ReportMetric(tBinary.Seconds()/tAlone.Seconds(), "proxied-binary/alone")
+	b.ReportMetric(float64(tStream.Milliseconds())/n, "proxied-stream-ms/op")
+	if plain != nil {
+		b.ReportMetric(float64(tPlain.Milliseconds())/n, "plain-ms/op")
+		b.ReportMetric(tStream.Seconds()/tPlain.Seconds(), "proxied-stream/plain")
+	}
 }
 
 // atomsFixture asks a bridgetest server (exe) for the atoms result with n

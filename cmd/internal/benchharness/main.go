@@ -870,6 +870,14 @@ func (c *config) floorAndHop(ctx context.Context) ([]row, error) {
 		rows = append(rows, row{"7. same, the page with binary chunk frames: proxied",
 			fmt.Sprintf("%.0f ms", bin),
 			fmt.Sprintf("%.2f × alone (text), %.2f × proxied text", metricMedian(runs, "proxied-binary/alone"), bin/metricMedian(runs, "proxied-ms/op")), ""})
+		if st := metricMedian(runs, "proxied-stream-ms/op"); st > 0 {
+			compare, target := fmt.Sprintf("%.2f × alone (text)", st/metricMedian(runs, "alone-ms/op")), ""
+			if plain := metricMedian(runs, "plain-ms/op"); plain > 0 {
+				compare += fmt.Sprintf("; the plain gorilla server behind the same proxies: %.0f ms, %.2f × it", plain, st/plain)
+				target = verdict(st <= 1.15*plain, "≤ 1.15 × plain")
+			}
+			rows = append(rows, row{"7. same, the page with streamed results: proxied", fmt.Sprintf("%.0f ms", st), compare, target})
+		}
 	}
 	return rows, nil
 }
