@@ -16,8 +16,11 @@ import (
 // plainWSEnv makes this test binary a plain gorilla WebSocket server, the
 // baseline of BenchmarkJupyterHop behind the same Jupyter proxies as the
 // bridge: it answers every message with the reply around the result of
-// the call fixture named by the variable, as one text message, and takes
-// --port=N as jupyter-server-proxy gives it.
+// the call fixture named by the variable, and takes --port=N as
+// jupyter-server-proxy gives it. jupyter-server-proxy refuses messages
+// over 10 MiB from its backend, so the reply cannot go as one message: it
+// goes as the least a server can send through it, a binary chunk head and
+// binary frames of 8 MiB (PROTOCOL.md, Chunks), prepared once.
 const plainWSEnv = "MEGANE_TEST_PLAIN_WS"
 
 // plainWS serves the baseline until it is killed; it returns the exit
@@ -63,8 +66,18 @@ func plainWS(fixture string) int {
 			}
 			reply := fmt.Appendf(nil, `{"type":%q,"id":%s,"ok":true,"result":`, m.Type, m.ID)
 			reply = append(append(reply, fix.Result...), '}')
-			if ws.WriteMessage(websocket.TextMessage, reply) != nil {
+			const frame = 8 << 20
+			count := (len(reply) + frame - 1) / frame
+			head := fmt.Appendf(nil, `{"type":"tools:chunk","id":"g","count":%d,"size":%d,"binary":true}`, count, len(reply))
+			if ws.WriteMessage(websocket.TextMessage, head) != nil {
 				return
+			}
+			for p := reply; len(p) > 0; {
+				n := min(len(p), frame)
+				if ws.WriteMessage(websocket.BinaryMessage, p[:n]) != nil {
+					return
+				}
+				p = p[n:]
 			}
 		}
 	}))
