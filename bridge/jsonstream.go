@@ -72,22 +72,23 @@ func (s *jsonScan) fail(c byte, at int64, what string) {
 }
 
 // feed checks the next piece of the text; the verdict so far is s.err.
+// The common runs (a string's plain bytes, a number's digits, white
+// space) are skipped in tight loops: a 40 MB result of numbers is checked
+// at several hundred MB/s.
 func (s *jsonScan) feed(p []byte) error {
-	for i := 0; i < len(p) && s.err == nil; i++ {
+	n := len(p)
+	for i := 0; i < n && s.err == nil; {
 		c := p[i]
 		switch s.state {
 		case sString:
 			if s.capDepth == 0 && s.valDepth == 0 {
-				// The fast path: skip to the next byte that means something.
-				j := i
-				for j < len(p) && p[j] >= 0x20 && p[j] != '"' && p[j] != '\\' {
-					j++
+				for i < n && p[i] >= 0x20 && p[i] != '"' && p[i] != '\\' {
+					i++
 				}
-				if j == len(p) {
-					i = j
+				if i == n {
 					continue
 				}
-				i, c = j, p[j]
+				c = p[i]
 			}
 			s.capture(c)
 			switch {
@@ -98,6 +99,7 @@ func (s *jsonScan) feed(p []byte) error {
 			case c < 0x20:
 				s.fail(c, s.off+int64(i), "in string literal")
 			}
+			i++
 		case sEsc:
 			s.capture(c)
 			switch c {
@@ -108,6 +110,7 @@ func (s *jsonScan) feed(p []byte) error {
 			default:
 				s.fail(c, s.off+int64(i), "in string escape code")
 			}
+			i++
 		case sHex:
 			s.capture(c)
 			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
@@ -115,6 +118,7 @@ func (s *jsonScan) feed(p []byte) error {
 			} else if s.hex--; s.hex == 0 {
 				s.state = sString
 			}
+			i++
 		case sLit:
 			s.capture(c)
 			if c != s.lit[0] {
@@ -122,18 +126,38 @@ func (s *jsonScan) feed(p []byte) error {
 			} else if s.lit = s.lit[1:]; s.lit == "" {
 				s.valueDone(s.off + int64(i) + 1)
 			}
-		case sNeg, sZero, sInt, sDot, sFrac, sE, sESign, sExp:
+			i++
+		case sInt, sFrac, sExp:
+			if s.valDepth == 0 {
+				for i < n && '0' <= p[i] && p[i] <= '9' {
+					i++
+				}
+				if i == n {
+					continue
+				}
+				c = p[i]
+			}
+			fallthrough
+		case sNeg, sZero, sDot, sE, sESign:
 			if s.number(c, s.off+int64(i)) {
 				s.capture(c)
-				continue
+				i++
 			}
-			// The number ended before c: c is read again after it.
-			i--
+			// Else the number ended before c: c is read again after it.
 		default:
-			s.structural(c, s.off+int64(i))
+			for isSpace(c) {
+				if i++; i == n {
+					break
+				}
+				c = p[i]
+			}
+			if i < n {
+				s.structural(c, s.off+int64(i))
+				i++
+			}
 		}
 	}
-	s.off += int64(len(p))
+	s.off += int64(n)
 	return s.err
 }
 
@@ -241,7 +265,11 @@ func (s *jsonScan) structural(c byte, at int64) {
 		case c == '}' && top == '{', c == ']' && top == '[':
 			s.close(at)
 		default:
-			s.fail(c, at, "after "+map[byte]string{'{': "object key:value pair", '[': "array element"}[top])
+			what := "after array element"
+			if top == '{' {
+				what = "after object key:value pair"
+			}
+			s.fail(c, at, what)
 		}
 		return
 	}
@@ -275,8 +303,14 @@ func (s *jsonScan) structural(c byte, at int64) {
 	case '1' <= c && c <= '9':
 		s.state = sInt
 		s.capture(c)
-	case c == 't', c == 'f', c == 'n':
-		s.state, s.lit = sLit, map[byte]string{'t': "rue", 'f': "alse", 'n': "ull"}[c]
+	case c == 't':
+		s.state, s.lit = sLit, "rue"
+		s.capture(c)
+	case c == 'f':
+		s.state, s.lit = sLit, "alse"
+		s.capture(c)
+	case c == 'n':
+		s.state, s.lit = sLit, "ull"
 		s.capture(c)
 	default:
 		s.fail(c, at, "looking for beginning of value")

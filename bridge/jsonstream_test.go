@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -111,4 +112,51 @@ func firstInvalid(p []byte) int {
 		i += n
 	}
 	return len(p)
+}
+
+// BenchmarkJSONScan: the streaming check of a 40 MB result shaped like
+// the atoms tool's (arrays of numbers, short strings), against
+// encoding/json.Valid on the whole and utf8.Valid.
+func BenchmarkJSONScan(b *testing.B) {
+	var buf bytes.Buffer
+	buf.WriteString(`{"jsonrpc":"2.0","id":7,"result":{"structuredContent":{"positions":[`)
+	for i := 0; buf.Len() < 40e6; i++ {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		fmt.Fprintf(&buf, `[%d.%03d,-%d.%03d,%d.5e-3]`, i%97, i%1000, i%13, (i*7)%1000, i%11)
+	}
+	buf.WriteString(`],"names":["O","H","H"]}}}`)
+	data := buf.Bytes()
+	b.Run("jsonScan", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			s := &jsonScan{resultAt: 33}
+			for p := data; len(p) > 0; {
+				n := min(len(p), 1<<20)
+				s.feed(p[:n])
+				p = p[n:]
+			}
+			if s.end() != nil {
+				b.Fatal(s.err)
+			}
+		}
+	})
+	b.Run("utf8Stream", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			u := newUTF8Stream()
+			for p := data; len(p) > 0; {
+				n := min(len(p), 1<<20)
+				u.feed(p[:n])
+				p = p[n:]
+			}
+		}
+	})
+	b.Run("encoding/json.Valid", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			json.Valid(data)
+		}
+	})
 }
