@@ -392,6 +392,7 @@ func (t *tab) ack(seq uint64) {
 	if t.queued == t.heldBytes {
 		t.behind = time.Time{}
 	}
+	t.wakeWaiter()
 	for k, m := range t.lastProg {
 		if m.seq <= seq {
 			delete(t.lastProg, k)

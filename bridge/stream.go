@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/stdio"
 )
@@ -59,6 +60,7 @@ type resultStream struct {
 	fail   *rpcError   // guarded by mu; why the stream failed, as the error response End gives
 	perr   *protoError // guarded by mu; or the page's error itself
 	whole  bool        // guarded by mu; End found the line whole and valid
+	slow   bool        // guarded by mu; the page took nothing for streamPatience: not waited for until it has caught up (keepPace)
 }
 
 // streamLine is the stdio transport's StreamLine: it streams a long line
@@ -184,8 +186,81 @@ func parseResultHead(p []byte) (id []byte, at int, ok bool) {
 }
 
 // Write checks the next piece of the line and queues the result's bytes
-// in it for the page.
+// in it for the page; then, while the page keeps up, waits for it
+// (keepPace).
 func (st *resultStream) Write(p []byte) error {
+	if err := st.write(p); err != nil {
+		return err
+	}
+	st.keepPace()
+	return nil
+}
+
+// Pacing: the server's reader keeps pace with a page that keeps up, so
+// that the bridge holds a few pieces of a result whatever its size, but
+// only while nothing else waits on that reader (the stream's call is the
+// only one in flight on the server) and while the page takes what it is
+// sent. With other calls in flight (another page's answer may be next on
+// the same stdout), a page away, or a page that took nothing for
+// streamPatience, it does not wait: what the page has not taken is held
+// for it, counted, as a result held whole.
+const (
+	// streamWindow is the most a stream lets its tab's queue hold before
+	// the server's reader waits for the page.
+	streamWindow = 2 << 20
+	// streamRecheck is how often a reader waiting for its page looks
+	// again whether another call has come and whether the page took
+	// anything.
+	streamRecheck = 50 * time.Millisecond
+	// streamPatience is how long a page may take nothing before the
+	// reader stops waiting for it, until it has caught up (well within
+	// the 5 s a server has to answer the bridge's ping, which the
+	// waiting reader would otherwise hold up).
+	streamPatience = time.Second
+)
+
+// keepPace waits until the page's queue is down to streamWindow (see
+// Pacing).
+func (st *resultStream) keepPace() {
+	t, s := st.c.t, st.c.s
+	st.mu.Lock()
+	slow := st.slow
+	st.mu.Unlock()
+	if slow {
+		if t.queuedBytes() > streamWindow {
+			return // not caught up yet: not waited for
+		}
+		st.setSlow(false)
+	}
+	last, since := t.queuedBytes(), time.Now()
+	for {
+		st.mu.Lock()
+		over := st.over
+		st.mu.Unlock()
+		if over || t.away.Load() || s.callCount() > 1 {
+			return
+		}
+		if t.waitQueue(streamWindow, streamRecheck, st.c.ctx.Done()) {
+			return
+		}
+		if q := t.queuedBytes(); q < last {
+			last, since = q, time.Now()
+		} else if time.Since(since) >= streamPatience {
+			st.setSlow(true)
+			t.b.log.Debug("a page takes nothing of a streamed result: what it has not taken is held for it", "tab", t.id, "queued_bytes", q)
+			return
+		}
+	}
+}
+
+func (st *resultStream) setSlow(v bool) {
+	st.mu.Lock()
+	st.slow = v
+	st.mu.Unlock()
+}
+
+// write checks p and queues its result bytes.
+func (st *resultStream) write(p []byte) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.over || st.fail != nil || st.perr != nil {

@@ -45,6 +45,7 @@ type tab struct {
 	queued  int64              // guarded by qmu; bytes counted for queue, counted in Bridge.queued too
 	behind  time.Time          // guarded by qmu; since when the queue has not been empty (zero when it is)
 	qclosed bool               // guarded by qmu; set when the tab has ended: nothing more is queued or counted
+	qfreed  chan struct{}      // guarded by qmu; made by waitQueue, closed (and dropped) when queued goes down
 
 	closeOnce sync.Once
 	closeCode int    // set by closeWith before done is closed
@@ -249,7 +250,47 @@ func (t *tab) sent(n int64) {
 			t.behind = time.Time{}
 		}
 	}
+	t.wakeWaiter()
 	t.qmu.Unlock()
+}
+
+// wakeWaiter wakes waitQueue; the caller holds qmu and took bytes off
+// queued.
+func (t *tab) wakeWaiter() {
+	if t.qfreed != nil {
+		close(t.qfreed)
+		t.qfreed = nil
+	}
+}
+
+// waitQueue waits until the bytes counted for the tab's queue (held
+// messages included) are at most limit, and reports true; false if they
+// were not within patience. It returns true at once when the tab has
+// ended, and when stop is closed.
+func (t *tab) waitQueue(limit int64, patience time.Duration, stop <-chan struct{}) bool {
+	timer := time.NewTimer(patience)
+	defer timer.Stop()
+	for {
+		t.qmu.Lock()
+		if t.qclosed || t.queued <= limit {
+			t.qmu.Unlock()
+			return true
+		}
+		if t.qfreed == nil {
+			t.qfreed = make(chan struct{})
+		}
+		freed := t.qfreed
+		t.qmu.Unlock()
+		select {
+		case <-freed:
+		case <-timer.C:
+			return false
+		case <-t.done:
+			return true
+		case <-stop:
+			return true
+		}
+	}
 }
 
 // endQueue stops counting the tab's queue: what is left in it is dropped

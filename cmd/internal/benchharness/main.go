@@ -49,6 +49,7 @@ func main() {
 type config struct {
 	bridgeBin    string
 	oldBridge    string // an earlier binary to compare rows 8 and 9 with; empty for none
+	streamsOnly  bool   // rows 8 and 9 only
 	supergateway string
 	atoms        int
 	runs         int
@@ -71,6 +72,7 @@ func run() error {
 	flag.IntVar(&c.tabs, "tabs", 50, "concurrent tabs for the small-call latency")
 	flag.IntVar(&c.tabCalls, "tab-calls", 100, "small calls per tab at -tabs")
 	flag.IntVar(&c.idle, "idle", 1000, "idle sockets")
+	flag.BoolVar(&c.streamsOnly, "streams-only", false, "run rows 8 and 9 (streamed results) only")
 	flag.StringVar(&c.oldBridge, "old-bridge", "", "an earlier megane-jupyter-bridge binary: rows 8 and 9 compare with it too")
 	flag.BoolVar(&c.goBench, "go-bench", true, "also run BenchmarkFloor and BenchmarkJupyterHop (rows 6 and 7; the hop rows need the Debian 13 chroot)")
 	flag.Parse()
@@ -93,6 +95,14 @@ func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	var rows []row
+	if c.streamsOnly {
+		more, err := c.streamRows(ctx)
+		if err != nil {
+			return err
+		}
+		printRows(append(rows, more...))
+		return nil
+	}
 
 	// 1, 4: the large result, on a fresh bridge (its VmHWM is this run's).
 	direct, err := c.largeDirect(ctx)
@@ -204,13 +214,18 @@ func run() error {
 		rows = append(rows, more...)
 	}
 
+	printRows(rows)
+	return nil
+}
+
+// printRows prints the table.
+func printRows(rows []row) {
 	fmt.Printf("megane-jupyter-bridge benchmarks (%s, %s/%s, %d CPUs, %s)\n\n", time.Now().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel())
 	fmt.Println("| measurement | result | comparison | target |")
 	fmt.Println("|---|---|---|---|")
 	for _, r := range rows {
 		fmt.Printf("| %s | %s | %s | %s |\n", r.what, r.value, r.compare, r.target)
 	}
-	return nil
 }
 
 type row struct{ what, value, compare, target string }
@@ -549,35 +564,38 @@ func (p *page) request(v map[string]any) ([]byte, error) {
 		return nil, err
 	}
 	var whole []byte
-	binLeft := 0       // binary frames still to come of the binary chunk sequence announced
-	streaming := false // a streamed result's frames are coming (feature "stream")
+	binLeft := 0        // binary frames still to come of the binary chunk sequence announced
+	streaming := false  // a streamed result's frames are coming (feature "stream")
+	var pieces [][]byte // its frames
 	for {
 		typ, frame, err := p.conn.ReadMessage()
 		if err != nil {
 			return nil, err
 		}
 		if typ == websocket.BinaryMessage && streaming {
-			if whole == nil {
+			if len(pieces) == 0 {
 				p.firstFrame = time.Now()
 			}
 			if p.session {
 				frame = frame[8:] // its number
 			}
-			whole = append(whole, frame...)
+			// Kept as they come and joined once: a page that copied a
+			// growing buffer would stall the stream for its copies.
+			pieces = append(pieces, frame)
 			continue
 		}
 		if typ == websocket.TextMessage && bytes.HasPrefix(frame, []byte(`{"type":"tools:chunk"`)) && bytes.Contains(frame, []byte(`"stream":true`)) ||
 			bytes.Contains(frame[:min(len(frame), 60)], []byte(`"type":"tools:chunk"`)) && bytes.Contains(frame, []byte(`"stream":true`)) {
-			streaming, whole = true, nil
+			streaming, pieces = true, nil
 			continue
 		}
 		if typ == websocket.TextMessage && streaming && bytes.Contains(frame, []byte(`"end":true`)) {
 			streaming = false
 			if !bytes.Contains(frame, []byte(`"ok":true`)) {
-				whole = nil
+				pieces = nil
 				continue // the call's error follows
 			}
-			frame, whole = whole, nil
+			frame, pieces = bytes.Join(pieces, nil), nil
 		} else if typ == websocket.BinaryMessage {
 			whole = append(whole, frame...)
 			if binLeft--; binLeft > 0 {
