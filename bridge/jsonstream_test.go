@@ -160,3 +160,27 @@ func BenchmarkJSONScan(b *testing.B) {
 		}
 	})
 }
+
+// FuzzParseResultHead: whatever a server's line starts with, a head the
+// stream takes is the start of a JSON-RPC response with that id, whose
+// result starts where it says.
+func FuzzParseResultHead(f *testing.F) {
+	for _, s := range []string{`{"jsonrpc":"2.0","id":1,"result":`, ` { "id" : "a" , "jsonrpc" : "2.0" , "result" :  {`, `{"jsonrpc":"2.0","result":1,"id":2}`, `{"id":-7,"jsonrpc":"2.0","result":[`, `{"jsonrpc":"2.0","id":01,"result":`, `{"jsonrpc":"2.0","id":-,"result":`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, head []byte) {
+		id, at, ok := parseResultHead(head)
+		if !ok {
+			return
+		}
+		whole := append(append([]byte{}, head[:at]...), `null}`...)
+		var m struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Result  json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal(whole, &m); err != nil || m.JSONRPC != "2.0" || string(m.ID) != string(id) || string(m.Result) != "null" {
+			t.Fatalf("head %q taken (id %q, result at %d), but %q reads as %+v, %v", head, id, at, whole, m, err)
+		}
+	})
+}

@@ -166,8 +166,8 @@ func parseResultHead(p []byte) (id []byte, at int, ok bool) {
 				for j < len(p) && j-d < 18 && '0' <= p[j] && p[j] <= '9' {
 					j++
 				}
-				if j == d {
-					return nil, 0, false
+				if j == d || p[d] == '0' && j-d > 1 {
+					return nil, 0, false // no digits, or a leading zero (not JSON)
 				}
 			}
 			id, i = p[i:j], j
