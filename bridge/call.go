@@ -29,8 +29,9 @@ type call struct {
 	labels  [2]string // the metrics' server and tool labels
 	slot    *rawSlot  // the raw outcome upstream; set by the goroutine running the call before callTool
 
-	ctx    context.Context
-	cancel context.CancelFunc // cancelling sends notifications/cancelled upstream
+	ctx      context.Context
+	cancel   context.CancelFunc // cancelling sends notifications/cancelled upstream
+	deadline *time.Timer        // cancels ctx with context.DeadlineExceeded at the timeout; stopped when the result begins to stream
 
 	once   sync.Once // the page gets exactly one answer
 	mu     sync.Mutex
@@ -297,9 +298,14 @@ func (t *tab) handleCall(m pageMessage) {
 	if req.TimeoutMs != nil {
 		timeout = durationAtMost(*req.TimeoutMs, time.Millisecond, t.b.opts.CallTimeoutMax)
 	}
-	ctx, cancel := context.WithTimeout(t.ctx, timeout)
+	// The timeout is a timer rather than a deadline: a result that has
+	// begun to stream (stream.go) has come within it, however long the
+	// page takes to receive it.
+	ctx, cancelCause := context.WithCancelCause(t.ctx)
+	cancel := func() { cancelCause(context.Canceled) }
+	deadline := time.AfterFunc(timeout, func() { cancelCause(context.DeadlineExceeded) })
 	c := &call{t: t, s: s, id: m.ID, token: t.b.newToken("mjb-"), tool: *req.Tool, args: args,
-		timeout: timeout, ctx: ctx, cancel: cancel, start: start}
+		timeout: timeout, ctx: ctx, cancel: cancel, start: start, deadline: deadline}
 	c.labels[0], c.labels[1] = t.b.metrics.labels(s.spec.Name, c.tool, true)
 	p := &pending{server: s, cancel: func(code, message string) {
 		c.finish(nil, errorf(code, "%s", message))
@@ -320,6 +326,7 @@ func (t *tab) handleCall(m pageMessage) {
 	go func() {
 		defer t.work.Done()
 		defer cancel()
+		defer deadline.Stop()
 		c.slot = &rawSlot{call: c}
 		if note := s.busyNote(); note != "" {
 			c.progress(0, 0, note) // why this call may wait: the server still computes a cancelled one

@@ -923,7 +923,7 @@ func (s *session) callTool(ctx context.Context, c *call) ([]byte, *protoError) {
 			return nil, e
 		}
 		return raw, nil
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		return nil, errorf(CodeTimeout, "%s: %s did not finish within %s", s.spec.Name, c.tool, c.timeout)
 	case ctx.Err() != nil:
 		return nil, errorf(CodeCancelled, "the call was cancelled")

@@ -96,10 +96,13 @@ func (t *tap) streamLine(head []byte) stdio.LineSink {
 func (c *call) setStream(st *resultStream) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.over {
+	if c.over || c.ctx.Err() != nil {
 		return false
 	}
 	c.stream = st
+	if c.deadline != nil {
+		c.deadline.Stop() // the result came within the timeout
+	}
 	return true
 }
 
@@ -234,6 +237,9 @@ func (st *resultStream) keepPace() {
 	}
 	last, since := t.queuedBytes(), time.Now()
 	for {
+		// The server is not silent: the bridge chose not to read it (its
+		// liveness ping would wait behind this line).
+		s.markHeard()
 		st.mu.Lock()
 		over := st.over
 		st.mu.Unlock()
@@ -266,6 +272,7 @@ func (st *resultStream) write(p []byte) error {
 	if st.over || st.fail != nil || st.perr != nil {
 		return errStreamStopped
 	}
+	st.c.s.markHeard() // the server speaks, though no line has ended
 	start := st.scan.off
 	if err := st.scan.feed(p); err != nil {
 		st.fail = &rpcError{Code: stdio.CodeUnreadable, Message: fmt.Sprintf("its response could not be read: %v", err)}

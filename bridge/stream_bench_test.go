@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 // BenchmarkStreamRelay: a 40 MB result from the bridgetest big tool to a
 // page in this process, held whole (binary chunk frames) and streamed; the
 // bridge runs in this process too, so a CPU profile shows both sides.
+// MEGANE_BENCH_ATOMS=1 asks the atoms tool instead (arrays of numbers).
 func BenchmarkStreamRelay(b *testing.B) {
 	for _, kind := range []struct {
 		name     string
@@ -27,9 +29,14 @@ func BenchmarkStreamRelay(b *testing.B) {
 				b.Fatal(err)
 			}
 			connect(b, ctx, p, 1, spec)
+			tool, args := "big", map[string]any{"bytes": 40_000_000}
+			if os.Getenv("MEGANE_BENCH_ATOMS") != "" {
+				// A result of numbers, like a structure's (the tool's work included).
+				tool, args = "atoms", map[string]any{"n": 500000, "seed": 7}
+			}
 			b.SetBytes(40e6)
 			for i := 0; b.Loop(); i++ {
-				r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": 10 + i, "server": "lab", "tool": "big", "arguments": map[string]any{"bytes": 40_000_000}})
+				r, err := p.Request(ctx, map[string]any{"type": "tools:call", "id": 10 + i, "server": "lab", "tool": tool, "arguments": args})
 				if err != nil || r.OK == nil || !*r.OK {
 					b.Fatalf("%v %.200s", err, r)
 				}

@@ -53,6 +53,8 @@ type chunkSeq struct {
 	next, count, size int
 	buf               []byte
 	stream            bool      // a streamed result: frames until its end frame
+	pieces            [][]byte  // a streamed result's frames
+	bytes             int       // their bytes
 	first             time.Time // when its first binary frame came
 	head              time.Time // when its head came
 }
@@ -249,9 +251,10 @@ func (p *Page) readLoop() {
 				s.first = time.Now()
 			}
 			s.next++
-			s.buf = append(s.buf, data...)
+			s.pieces = append(s.pieces, data) // joined once at the end: a growing copy would slow the stream
+			s.bytes += len(data)
 			p.mu.Lock()
-			p.streaming = len(s.buf)
+			p.streaming = s.bytes
 			p.cond.Broadcast()
 			p.mu.Unlock()
 			continue
@@ -343,15 +346,15 @@ func (p *Page) streamFrame(m *Msg) error {
 	p.bin = nil
 	p.mu.Lock()
 	p.streaming = 0
-	p.streams = append(p.streams, StreamInfo{Head: s.head, FirstFrame: s.first, End: time.Now(), Frames: s.next, Bytes: len(s.buf), OK: f.OK})
+	p.streams = append(p.streams, StreamInfo{Head: s.head, FirstFrame: s.first, End: time.Now(), Frames: s.next, Bytes: s.bytes, OK: f.OK})
 	p.mu.Unlock()
 	if !f.OK {
 		return nil // the call's error follows
 	}
-	if f.Count != s.next || f.Size != len(s.buf) {
-		return fmt.Errorf("a streamed result of %d frames and %d bytes, its end says %d and %d", s.next, len(s.buf), f.Count, f.Size)
+	if f.Count != s.next || f.Size != s.bytes {
+		return fmt.Errorf("a streamed result of %d frames and %d bytes, its end says %d and %d", s.next, s.bytes, f.Count, f.Size)
 	}
-	p.deliver(parseMsg(s.buf))
+	p.deliver(parseMsg(bytes.Join(s.pieces, nil)))
 	return nil
 }
 
