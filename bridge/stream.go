@@ -27,9 +27,10 @@ import (
 //
 // One stream at a time per tab: a result that arrives while another is
 // streaming to the same tab is read whole, as without the feature. The
-// stdout reader never waits for a page: a page that does not keep up has
-// its pieces queued, counted against its queue and the result pool like
-// a result held whole.
+// stdout reader keeps pace with a page that keeps up while nothing else
+// waits on that stdout (Pacing, below); otherwise it never waits for a
+// page: what the page has not taken is queued for it, counted against its
+// queue and the result pool like a result held whole.
 
 // featureStream is the tools:hello feature of streamed results (it needs
 // "binary").
