@@ -146,7 +146,7 @@ func TestStreamSendsWhileServerWrites(t *testing.T) {
 // the page drops what it received, and the next call works.
 func TestStreamFailures(t *testing.T) {
 	spec := fakeServer(t, "lab", bridgetest.Mode{})
-	h := newHarness(t, bridge.Options{ResultLimit: 32 << 20}, spec)
+	h := newHarness(t, bridge.Options{ResultLimit: 48 << 20}, spec)
 	ctx := testCtx(t, 120*time.Second)
 	p := h.page(ctx)
 	hello(t, ctx, p, "binary", "stream")
@@ -156,9 +156,9 @@ func TestStreamFailures(t *testing.T) {
 		bytes      int
 		code, says string
 	}{
-		{"invalid UTF-8 at the end of 30 MB", "bad-utf8", 30_000_000, "server-failed", "is not valid UTF-8"},
-		{"invalid JSON at the end of 30 MB", "bad-json", 30_000_000, "server-failed", "could not be read: invalid character ']'"},
-		{"over the result limit mid-stream", "", 40_000_000, "too-large", "result of 40000000 bytes is larger than the bridge's limit"},
+		{"invalid UTF-8 at the end of 40 MB", "bad-utf8", 40_000_000, "server-failed", "is not valid UTF-8"},
+		{"invalid JSON at the end of 40 MB", "bad-json", 40_000_000, "server-failed", "could not be read: invalid character ']'"},
+		{"over the result limit mid-stream", "", 60_000_000, "too-large", "result of 60000000 bytes is larger than the bridge's limit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := 10 + i
