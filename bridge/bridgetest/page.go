@@ -30,7 +30,7 @@ type Page struct {
 
 	wmu sync.Mutex // serializes writes
 
-	readGate sync.Mutex // held by HoldReads: the read loop waits before its next read
+	gate chan struct{} // guarded by mu; set by HoldReads: the read loop waits for it to close before its next read
 
 	mu        sync.Mutex
 	cond      *sync.Cond
@@ -192,9 +192,19 @@ func (p *Page) fail(err error) {
 // read), as a page that stops reading does, until the function returned
 // is called.
 func (p *Page) HoldReads() (release func()) {
-	p.readGate.Lock()
+	gate := make(chan struct{})
+	p.mu.Lock()
+	p.gate = gate
+	p.mu.Unlock()
 	var once sync.Once
-	return func() { once.Do(p.readGate.Unlock) }
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			p.gate = nil
+			p.mu.Unlock()
+			close(gate)
+		})
+	}
 }
 
 // BinaryFrames is the number of binary frames received so far.
@@ -214,8 +224,12 @@ func (p *Page) MaxFrame() (size, frames int) {
 func (p *Page) readLoop() {
 	defer close(p.done)
 	for {
-		p.readGate.Lock()
-		p.readGate.Unlock() //nolint:staticcheck // an empty section: waits while HoldReads holds the gate
+		p.mu.Lock()
+		gate := p.gate
+		p.mu.Unlock()
+		if gate != nil {
+			<-gate
+		}
 		typ, data, err := p.Conn.ReadMessage()
 		p.mu.Lock()
 		if err != nil {
