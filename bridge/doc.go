@@ -46,6 +46,14 @@
 //     the one place that decides how a call is cancelled at each revision
 //     (cancelByClosing) and that one refused message is that message's
 //     failure, not the session's.
+//   - stream.go, jsonstream.go: a result streamed to the page while a
+//     stdio server writes it (the feature "stream"): the stdio reader's
+//     LineSink, each piece checked as it passes (jsonScan: JSON as
+//     encoding/json judges it; utf8Stream), the pace kept with a page that
+//     keeps up, the sequence's end with the call's answer.
+//   - pagesession.go: tools:hello and its features, page sessions
+//     (numbered messages, tools:ack, a socket's resume, the bounds of pages
+//     away).
 //   - discover.go: revision 2026-07-28's server/discover, bounded (the
 //     stdio side; httptap.go bounds it over HTTP), the one rule that starts
 //     a slow server of 2026-07-28 only again, and the revision each server
