@@ -136,9 +136,30 @@ func (s *jsonScan) feed(p []byte) error {
 					continue
 				}
 				c = p[i]
+				if c == '.' && s.state == sInt {
+					s.state = sDot
+					i++
+					continue
+				}
+				if (c == ',' || c == ']' || c == '}') && len(s.stack) > 1 {
+					// The number ended inside a container below the top
+					// level, where nothing watches values (valueDone).
+					s.state = sCommaOrClose
+					continue
+				}
 			}
 			fallthrough
 		case sNeg, sZero, sDot, sE, sESign:
+			if s.valDepth == 0 && '0' <= c && c <= '9' && (s.state == sDot || s.state == sNeg && c != '0') {
+				// The common steps of a number, without a call.
+				if s.state == sDot {
+					s.state = sFrac
+				} else {
+					s.state = sInt
+				}
+				i++
+				continue
+			}
 			if s.number(c, s.off+int64(i)) {
 				s.capture(c)
 				i++
@@ -151,10 +172,45 @@ func (s *jsonScan) feed(p []byte) error {
 				}
 				c = p[i]
 			}
-			if i < n {
-				s.structural(c, s.off+int64(i))
-				i++
+			if i == n {
+				continue
 			}
+			// The common structural steps, without a call: a comma, and
+			// the start of a number or an array away from the result's
+			// top level (where startValue watches values).
+			switch {
+			case s.state == sCommaOrClose && c == ']' && s.stack[len(s.stack)-1] == '[' && len(s.stack) > 2 && s.valDepth == 0:
+				// An array closed below the result's top level (close).
+				s.stack = s.stack[:len(s.stack)-1]
+				i++
+				continue
+			case s.state == sCommaOrClose && c == ',':
+				if s.stack[len(s.stack)-1] == '[' {
+					s.state = sValue
+				} else {
+					s.state = sKey
+				}
+				i++
+				continue
+			case (s.state == sValue || s.state == sValueOrClose) && len(s.stack) != 2 && s.valDepth == 0:
+				switch {
+				case '1' <= c && c <= '9':
+					s.state = sInt
+					i++
+					continue
+				case c == '-':
+					s.state = sNeg
+					i++
+					continue
+				case c == '[' && len(s.stack) < jsonMaxDepth:
+					s.stack = append(s.stack, '[')
+					s.state = sValueOrClose
+					i++
+					continue
+				}
+			}
+			s.structural(c, s.off+int64(i))
+			i++
 		}
 	}
 	s.off += int64(n)

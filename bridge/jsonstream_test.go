@@ -55,6 +55,9 @@ func TestJSONScanWatchesTheResult(t *testing.T) {
 		{line: `{"jsonrpc":"2.0","id":1,"result":12.5,"x":{"isError":true}}`, resultIs: `12.5`},
 		{line: `{"jsonrpc":"2.0","id":1,"result":"a","result":"b"}`, repeated: `"result"`, resultIs: `"a"`},
 		{line: `{"jsonrpc":"2.0","id":1,"result":null ,"error":{}}`, repeated: `"error"`, resultIs: `null`},
+		{line: `{"jsonrpc":"2.0","id":1,"result":{"a":[[1.5,-2],[3e2,[4,[]]]],"isError":true,"b":[[0]]},"x":[[1]]}`, isError: true, resultIs: `{"a":[[1.5,-2],[3e2,[4,[]]]],"isError":true,"b":[[0]]}`},
+		{line: `{"jsonrpc":"2.0","id":1,"result":[[1,2],[3]],"x":[[1],2]}`, resultIs: `[[1,2],[3]]`},
+		{line: `{"jsonrpc":"2.0","id":1,"result":[1,-2.5e3]}`, resultIs: `[1,-2.5e3]`},
 	} {
 		at := int64(strings.Index(tc.line, `"result":`) + len(`"result":`))
 		for cut := 0; cut <= len(tc.line); cut++ {
