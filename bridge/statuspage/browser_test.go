@@ -886,46 +886,9 @@ func TestBrowser(t *testing.T) {
 
 	t.Run("chunks", func(t *testing.T) {
 		b := startBridge(t, bin, only("flaky"))
-		var res struct {
-			Echo struct {
-				Outcome, Error, RawStart string
-			}
-			SentChunks []struct {
-				ID               string
-				Seq, Count, Size int
-			}
-			ReceivedChunks1, ReceivedChunks2 int
-			BinaryFrames, BinaryHeads        int
-			Atoms, Errors                    string
-			pageHealth
-		}
+		var res chunksResult
 		scenario(t, env, "chunks", map[string]string{"PAGE_URL": b.pageURL("/megane/builder-tools/")}, &res)
 		res.check(t)
-		if len(res.SentChunks) < 2 {
-			t.Fatalf("the page sent %d tools:chunk frames for a 6 MB call, want a sequence", len(res.SentChunks))
-		}
-		for i, c := range res.SentChunks {
-			if c.Seq != i || c.Count != len(res.SentChunks) || c.ID != res.SentChunks[0].ID || c.Size != res.SentChunks[0].Size {
-				t.Errorf("chunk %d: %+v", i, c)
-			}
-		}
-		if res.Echo.Outcome != "ok" || !strings.HasPrefix(res.Echo.RawStart, "{\n  \"echo\": {\n    \"blob\": \"\U0001F600\U0001F600") {
-			t.Errorf("the echoed call: outcome %q, error %q, result starts %q", res.Echo.Outcome, res.Echo.Error, res.Echo.RawStart)
-		}
-		if res.ReceivedChunks1 < 2 || res.ReceivedChunks2 < 2 {
-			t.Errorf("the bridge's replies came in %d and %d chunks; want sequences (they exceed the 8 MiB frame limit)", res.ReceivedChunks1, res.ReceivedChunks2)
-		}
-		if res.Atoms != "400000" {
-			t.Errorf("the chunked structure shows %q atoms, want 400000", res.Atoms)
-		}
-		// The client module asks for binary chunk frames: each large reply is
-		// a head and its data in binary frames, no JSON-escaped text.
-		if res.BinaryHeads != 2 || res.BinaryFrames < 4 {
-			t.Errorf("%d binary chunk heads and %d binary frames for two large replies: want the binary path", res.BinaryHeads, res.BinaryFrames)
-		}
-		if strings.Contains(res.Errors, "chunk") {
-			t.Errorf("recent errors mention chunks:\n%s", res.Errors)
-		}
 	})
 
 	t.Run("markup is text", func(t *testing.T) {
@@ -971,4 +934,57 @@ func TestBrowser(t *testing.T) {
 			t.Error("the payload is not visible as text on the page")
 		}
 	})
+}
+
+// chunksResult is what the chunks scenario reports: a 6 MB call sent in
+// tools:chunk frames, its echo and a 400000-atom structure received in
+// binary frames, streamed.
+type chunksResult struct {
+	Echo struct {
+		Outcome, Error, RawStart string
+	}
+	SentChunks []struct {
+		ID               string
+		Seq, Count, Size int
+	}
+	ReceivedChunks1, ReceivedChunks2 int
+	BinaryFrames, BinaryHeads        int
+	StreamHeads, StreamEnds          int
+	Atoms, Errors                    string
+	pageHealth
+}
+
+func (res chunksResult) check(t *testing.T) {
+	t.Helper()
+	res.pageHealth.check(t)
+	if len(res.SentChunks) < 2 {
+		t.Fatalf("the page sent %d tools:chunk frames for a 6 MB call, want a sequence", len(res.SentChunks))
+	}
+	for i, c := range res.SentChunks {
+		if c.Seq != i || c.Count != len(res.SentChunks) || c.ID != res.SentChunks[0].ID || c.Size != res.SentChunks[0].Size {
+			t.Errorf("chunk %d: %+v", i, c)
+		}
+	}
+	if res.Echo.Outcome != "ok" || !strings.HasPrefix(res.Echo.RawStart, "{\n  \"echo\": {\n    \"blob\": \"\U0001F600\U0001F600") {
+		t.Errorf("the echoed call: outcome %q, error %q, result starts %q", res.Echo.Outcome, res.Echo.Error, res.Echo.RawStart)
+	}
+	if res.ReceivedChunks1 < 2 || res.ReceivedChunks2 < 2 {
+		t.Errorf("the bridge's replies came in %d and %d chunks; want sequences (they exceed the 8 MiB frame limit)", res.ReceivedChunks1, res.ReceivedChunks2)
+	}
+	if res.Atoms != "400000" {
+		t.Errorf("the chunked structure shows %q atoms, want 400000", res.Atoms)
+	}
+	// The client module asks for binary frames and streams: each large
+	// reply is a head and its data in binary frames, no JSON-escaped text,
+	// sent while the tool server writes it, and an end that says it was
+	// whole.
+	if res.BinaryHeads != 2 || res.BinaryFrames < 4 {
+		t.Errorf("%d binary chunk heads and %d binary frames for two large replies: want the binary path", res.BinaryHeads, res.BinaryFrames)
+	}
+	if res.StreamHeads != 2 || res.StreamEnds != 2 {
+		t.Errorf("%d streamed heads and %d whole ends for two large replies: want both streamed", res.StreamHeads, res.StreamEnds)
+	}
+	if strings.Contains(res.Errors, "chunk") {
+		t.Errorf("recent errors mention chunks:\n%s", res.Errors)
+	}
 }

@@ -43,6 +43,9 @@ lib.main(async (track) => {
   return {
     echo, sentChunks, receivedChunks1, receivedChunks2, atoms, errors, binaryFrames: binaryFrames(),
     binaryHeads: rec.received.filter((m) => m.type === 'tools:chunk' && m.binary === true).length,
+    // A streamed reply's head says so; its end says whether it was whole.
+    streamHeads: rec.received.filter((m) => m.type === 'tools:chunk' && m.stream === true).length,
+    streamEnds: rec.received.filter((m) => m.type === 'tools:chunk' && m.end === true && m.ok === true).length,
     consoleErrors: rec.consoleErrors, pageErrors: rec.pageErrors,
   };
 });
