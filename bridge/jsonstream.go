@@ -175,6 +175,14 @@ func (s *jsonScan) feed(p []byte) error {
 			if i == n {
 				continue
 			}
+			// A run of numbers in a container below the result's top
+			// level, each with what follows it, in one tight loop.
+			if (s.state == sValue || s.state == sValueOrClose) && len(s.stack) > 2 && s.valDepth == 0 && (c == '-' || '0' <= c && c <= '9') {
+				if j := s.numbers(p, i); j > i {
+					i = j
+					continue
+				}
+			}
 			// The common structural steps, without a call: a comma, and
 			// the start of a number or an array away from the result's
 			// top level (where startValue watches values).
@@ -215,6 +223,99 @@ func (s *jsonScan) feed(p []byte) error {
 	}
 	s.off += int64(n)
 	return s.err
+}
+
+// numbers reads, from p[i], where a value is expected in a container
+// below the result's top level (where nothing watches values), numbers
+// and what follows each: a comma, the container's close, or white space.
+// It stops before a number that runs to the end of p or is not valid, or
+// is followed by anything else, leaving that to the state machine, and
+// returns where it stopped (i when it read nothing).
+func (s *jsonScan) numbers(p []byte, i int) int {
+	n := len(p)
+	for {
+		j := numberEnd(p, i)
+		if j < 0 {
+			return i
+		}
+		top := s.stack[len(s.stack)-1]
+		switch c := p[j]; {
+		case c == ',' && top == '[':
+			s.state = sValue
+			j++
+			for j < n && isSpace(p[j]) {
+				j++
+			}
+			if j == n || p[j] != '-' && (p[j] < '0' || p[j] > '9') {
+				return j
+			}
+			i = j // the next number
+		case c == ',':
+			s.state = sKey
+			return j + 1
+		case c == ']' && top == '[', c == '}' && top == '{':
+			// close, below the result's top level: nothing to note.
+			s.stack = s.stack[:len(s.stack)-1]
+			s.state = sCommaOrClose
+			return j + 1
+		case isSpace(c):
+			s.state = sCommaOrClose
+			return j
+		default:
+			return i
+		}
+	}
+}
+
+// numberEnd returns the index after the valid JSON number starting at
+// p[i], or -1 when there is none there or it runs to the end of p (it may
+// go on in the next piece).
+func numberEnd(p []byte, i int) int {
+	n := len(p)
+	if i < n && p[i] == '-' {
+		i++
+	}
+	if i >= n {
+		return -1
+	}
+	switch c := p[i]; {
+	case c == '0':
+		i++
+	case '1' <= c && c <= '9':
+		i++
+		for i < n && '0' <= p[i] && p[i] <= '9' {
+			i++
+		}
+	default:
+		return -1
+	}
+	if i < n && p[i] == '.' {
+		i++
+		start := i
+		for i < n && '0' <= p[i] && p[i] <= '9' {
+			i++
+		}
+		if i == start {
+			return -1
+		}
+	}
+	if i < n && (p[i] == 'e' || p[i] == 'E') {
+		i++
+		if i < n && (p[i] == '+' || p[i] == '-') {
+			i++
+		}
+		start := i
+		for i < n && '0' <= p[i] && p[i] <= '9' {
+			i++
+		}
+		if i == start {
+			return -1
+		}
+	}
+	if i >= n {
+		return -1
+	}
+	return i
 }
 
 // number advances a number by c and reports whether c belongs to it; if

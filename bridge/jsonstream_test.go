@@ -43,6 +43,25 @@ func TestJSONScanAgreesWithEncodingJSON(t *testing.T) {
 	}
 }
 
+// TestJSONScanNumberRuns: runs of numbers deep in the text (read in one
+// tight loop) get encoding/json's verdict wherever the text is cut.
+func TestJSONScanNumberRuns(t *testing.T) {
+	var texts []string
+	for _, num := range []string{`0`, `-0`, `01`, `-`, `1.`, `1.5`, `.5`, `1e`, `1e+`, `1E-05`, `-12.5e3`, `+1`, `1x`, `0.0e0`, `12345678901234567890`} {
+		for _, form := range []string{`[[[X]]]`, `[[[1,X]]]`, `[[[X,2 ]]]`, `[[[X , 3]]]`, "[[[\tX\n]]]", `{"a":{"b":{"c":X,"d":[X,X]}}}`, `{"a":{"b":{"c":X}}}`, `[[[X}]]`, `{"a":{"b":{"c":X]}}`, `[[[X,]]]`, `[[[X,,1]]]`, `[[[X X]]]`, `[[[X"a"]]]`} {
+			texts = append(texts, strings.ReplaceAll(form, "X", num))
+		}
+	}
+	for _, text := range texts {
+		want := json.Valid([]byte(text))
+		for cut := 0; cut <= len(text); cut++ {
+			if _, err := scanPieces([]byte(text), cut); (err == nil) != want {
+				t.Errorf("%q cut at %d: scan says %v, encoding/json says valid=%v", text, cut, err, want)
+			}
+		}
+	}
+}
+
 func TestJSONScanWatchesTheResult(t *testing.T) {
 	for _, tc := range []struct {
 		line               string

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/megane-labs/megane-jupyter-bridge/bridge/bridgetest"
+	"github.com/megane-labs/megane-jupyter-bridge/jupyter"
 	"github.com/megane-labs/megane-jupyter-bridge/jupyter/jupytertest"
 )
 
@@ -36,6 +37,11 @@ import (
 // Hub, a plain gorilla server started by the same jupyter-server-proxy,
 // sending the reply as one message (plain-ms/op), and
 // proxied-stream/plain (target ≤ 1.15).
+// MEGANE_BENCH_OLD_BRIDGE=BINARY (the benchmark harness's -old-bridge)
+// adds, behind the real proxy and the Hub, an earlier bridge binary
+// registered beside this one as "megane-old", its page asking for what the
+// client module of its day asked (binary frames), timed in the same
+// alternation (old-ms/op) with proxied-stream/old (target < 1).
 // MEGANE_TEST_PROXY_PROFILE=FILE writes a cProfile of the Jupyter server
 // (tornado's relay) per frame limit to FILE.<limit> (stand-in rows), and
 // to FILE.real_proxy (the real jupyter-server-proxy's row).
@@ -64,8 +70,13 @@ func BenchmarkJupyterHop(b *testing.B) {
 			}
 		}
 		bin := inner + "/megane-jupyter-bridge"
+		cfg := withPlainWS(b, proxiedConfigMode(b, bin, bin, false, bridgetest.Mode{FixtureCalls: map[string]string{"atoms": inner + "/atoms.json"}}), bin, inner+"/atoms.json")
+		if old := os.Getenv(oldBridgeEnv); old != "" {
+			copyExecutable(b, old, filepath.Join(dir, "megane-old"))
+			cfg = withOldBridge(b, cfg, inner+"/megane-old")
+		}
 		files := map[string]string{
-			"config/jupyter_server_config.json": withPlainWS(b, proxiedConfigMode(b, bin, bin, false, bridgetest.Mode{FixtureCalls: map[string]string{"atoms": inner + "/atoms.json"}}), bin, inner+"/atoms.json"),
+			"config/jupyter_server_config.json": cfg,
 			"admin/megane_jupyter_bridge.toml":  "[limits]\nframe_limit = \"8MiB\"\n",
 		}
 		profile := os.Getenv("MEGANE_TEST_PROXY_PROFILE")
@@ -106,6 +117,10 @@ func BenchmarkJupyterHop(b *testing.B) {
 		copyExecutable(b, fixture, h.Path("bin/atoms.json"))
 		cfgDir := h.Path("home/carol/.jupyter")
 		cfg := withPlainWS(b, proxiedConfigMode(b, bin, bin, false, bridgetest.Mode{FixtureCalls: map[string]string{"atoms": filepath.Join(h.Inner, "bin", "atoms.json")}}), bin, filepath.Join(h.Inner, "bin", "atoms.json"))
+		if old := os.Getenv(oldBridgeEnv); old != "" {
+			copyExecutable(b, old, h.Path("bin/megane-old"))
+			cfg = withOldBridge(b, cfg, filepath.Join(h.Inner, "bin", "megane-old"))
+		}
 		if err := os.WriteFile(filepath.Join(cfgDir, "jupyter_server_config.json"), []byte(cfg), 0o644); err != nil {
 			b.Fatal(err)
 		}
@@ -181,6 +196,19 @@ func hopVia(b *testing.B, publicBase, token, hostHdr string, out *bridgetest.Buf
 		}
 		defer plain.Close()
 	}
+	// The earlier binary, where there is one (behind the real proxy and
+	// the Hub), with the page of its day.
+	var older *bridgetest.Page
+	if plainBase != "" && os.Getenv(oldBridgeEnv) != "" {
+		if older, _, err = bridgetest.Dial(hctx, "ws"+strings.TrimPrefix(plainBase, "http")+"megane-old/builder-tools/ws", auth); err != nil {
+			b.Fatalf("the earlier bridge through Jupyter: %v\n%s", err, out)
+		}
+		defer older.Close()
+		if r, err := older.Request(hctx, map[string]any{"type": "tools:hello", "id": "h", "features": []string{"binary"}}); err != nil || !strings.Contains(r.String(), `"features":["binary"]`) {
+			b.Fatalf("hello with binary, to the earlier bridge: %v %v", err, r)
+		}
+		connectBridgetest(b, older)
+	}
 	m := regexp.MustCompile(portRE).FindStringSubmatch(out.String())
 	if m == nil {
 		b.Fatalf("no bridge port (%s) in Jupyter's output:\n%s", portRE, out)
@@ -209,7 +237,12 @@ func hopVia(b *testing.B, publicBase, token, hostHdr string, out *bridgetest.Buf
 			b.Fatalf("the plain server's result differs")
 		}
 	}
-	var tAlone, tProxied, tBinary, tStream, tPlain time.Duration
+	if older != nil {
+		if got := callAtoms(b, older, "warm-o", 1); string(got) != string(want) {
+			b.Fatalf("the earlier bridge's result differs")
+		}
+	}
+	var tAlone, tProxied, tBinary, tStream, tPlain, tOld time.Duration
 	b.SetBytes(int64(len(want)) * 3)
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
@@ -230,6 +263,11 @@ func hopVia(b *testing.B, publicBase, token, hostHdr string, out *bridgetest.Buf
 			callAtoms(b, plain, fmt.Sprintf("g%d", i), 1)
 			tPlain += time.Since(start)
 		}
+		if older != nil {
+			start = time.Now()
+			callAtoms(b, older, fmt.Sprintf("o%d", i), 1)
+			tOld += time.Since(start)
+		}
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(tAlone.Milliseconds())/n, "alone-ms/op")
@@ -242,6 +280,31 @@ func hopVia(b *testing.B, publicBase, token, hostHdr string, out *bridgetest.Buf
 		b.ReportMetric(float64(tPlain.Milliseconds())/n, "plain-ms/op")
 		b.ReportMetric(tStream.Seconds()/tPlain.Seconds(), "proxied-stream/plain")
 	}
+	if older != nil {
+		b.ReportMetric(float64(tOld.Milliseconds())/n, "old-ms/op")
+		b.ReportMetric(tStream.Seconds()/tOld.Seconds(), "proxied-stream/old")
+	}
+}
+
+// oldBridgeEnv names an earlier megane-jupyter-bridge binary for
+// BenchmarkJupyterHop to compare with (see there).
+const oldBridgeEnv = "MEGANE_BENCH_OLD_BRIDGE"
+
+// withOldBridge adds to the Jupyter configuration cfg the registration
+// install writes, for the earlier binary old (its path as the server sees
+// it), under the name megane-old: it reads the same MeganeBuilderTools.
+func withOldBridge(t testing.TB, cfg, old string) string {
+	t.Helper()
+	var c map[string]map[string]map[string]any
+	if err := json.Unmarshal([]byte(cfg), &c); err != nil {
+		t.Fatal(err)
+	}
+	c["ServerProxy"]["servers"]["megane-old"] = jupyter.Registration(old, "", false)
+	out, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
 }
 
 // atomsFixture asks a bridgetest server (exe) for the atoms result with n

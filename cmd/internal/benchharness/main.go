@@ -73,7 +73,7 @@ func run() error {
 	flag.IntVar(&c.tabCalls, "tab-calls", 100, "small calls per tab at -tabs")
 	flag.IntVar(&c.idle, "idle", 1000, "idle sockets")
 	flag.BoolVar(&c.streamsOnly, "streams-only", false, "run rows 8 and 9 (streamed results) only")
-	flag.StringVar(&c.oldBridge, "old-bridge", "", "an earlier megane-jupyter-bridge binary: rows 8 and 9 compare with it too")
+	flag.StringVar(&c.oldBridge, "old-bridge", "", "an earlier megane-jupyter-bridge binary: rows 7 (behind the real proxy and the Hub, alternating), 8 and 9 compare with it too")
 	flag.BoolVar(&c.goBench, "go-bench", true, "also run BenchmarkFloor and BenchmarkJupyterHop (rows 6 and 7; the hop rows need the Debian 13 chroot)")
 	flag.Parse()
 	var err error
@@ -861,7 +861,15 @@ func (c *config) floorAndHop(ctx context.Context) ([]row, error) {
 			fmt.Sprintf("%.2f × gorilla, %.2f × held whole", st/gor, st/br), verdict(st <= 1.3*gor, "≤ 1.3 × gorilla")})
 	}
 
-	hop, skipped, err := goBench(ctx, pkg, "^BenchmarkJupyterHop$/^(real_proxy|hub|stand-in)$//^frame_limit=8MiB$", c.runs)
+	var env []string
+	if c.oldBridge != "" {
+		old, err := filepath.Abs(c.oldBridge)
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, "MEGANE_BENCH_OLD_BRIDGE="+old) // the earlier binary behind the same proxies
+	}
+	hop, skipped, err := goBench(ctx, pkg, "^BenchmarkJupyterHop$/^(real_proxy|hub|stand-in)$//^frame_limit=8MiB$", c.runs, env...)
 	if err != nil {
 		return nil, err
 	}
@@ -895,6 +903,10 @@ func (c *config) floorAndHop(ctx context.Context) ([]row, error) {
 				target = verdict(st <= 1.15*plain, "≤ 1.15 × plain")
 			}
 			rows = append(rows, row{"7. same, the page with streamed results: proxied", fmt.Sprintf("%.0f ms", st), compare, target})
+			if old := metricMedian(runs, "old-ms/op"); old > 0 {
+				rows = append(rows, row{"7. same, the earlier binary (-old-bridge) behind the same proxies, its page with binary frames, alternating: earlier / this one streamed",
+					fmt.Sprintf("%.0f / %.0f ms", old, st), fmt.Sprintf("%.2f × the earlier binary", metricMedian(runs, "proxied-stream/old")), verdict(st < old, "lower than the earlier binary")})
+			}
 		}
 	}
 	return rows, nil
@@ -904,8 +916,9 @@ func (c *config) floorAndHop(ctx context.Context) ([]row, error) {
 // 5 iterations each, and returns each benchmark's metrics per run (by name,
 // without the -N suffix), and the first reason a benchmark gave for
 // skipping, if any.
-func goBench(ctx context.Context, pkg, pattern string, count int) (map[string][]map[string]float64, string, error) {
+func goBench(ctx context.Context, pkg, pattern string, count int, env ...string) (map[string][]map[string]float64, string, error) {
 	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", pattern, "-benchtime", "5x", "-count", strconv.Itoa(count), "-timeout", "30m", pkg)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
