@@ -356,6 +356,7 @@ type Bridge struct {
 	chunks   *chunkPool   // set by New; the bytes of every tab's incomplete chunk sequences (Options.ChunkMemory)
 	inbound  *inboundPool // set by New; the bytes of the frames tabs are sending (Options.InboundMemory)
 	results  *resultPool  // set by New; the bytes of server answers read and held for their calls (Options.ResultMemory)
+	pieces   sync.Pool    // of *[]byte: streamed pieces' buffers, back from the tabs (stream.go); a collection empties it
 	lane     *lane        // set by New; bulk work waits for a place in it (lane.go)
 	metrics  *meters      // set by New; this bridge's registry (metrics.go)
 

@@ -1,8 +1,10 @@
 package bridge
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -129,8 +131,11 @@ func (s *jsonScan) feed(p []byte) error {
 			i++
 		case sInt, sFrac, sExp:
 			if s.valDepth == 0 {
-				for i < n && '0' <= p[i] && p[i] <= '9' {
-					i++
+				for k := i; i < n && '0' <= p[i] && p[i] <= '9'; i++ {
+					if i-k == 4 {
+						i = skipDigits8(p, i)
+						break
+					}
 				}
 				if i == n {
 					continue
@@ -283,8 +288,11 @@ func numberEnd(p []byte, i int) int {
 		i++
 	case '1' <= c && c <= '9':
 		i++
-		for i < n && '0' <= p[i] && p[i] <= '9' {
-			i++
+		for k := i; i < n && '0' <= p[i] && p[i] <= '9'; i++ {
+			if i-k == 4 {
+				i = skipDigits8(p, i)
+				break
+			}
 		}
 	default:
 		return -1
@@ -292,8 +300,11 @@ func numberEnd(p []byte, i int) int {
 	if i < n && p[i] == '.' {
 		i++
 		start := i
-		for i < n && '0' <= p[i] && p[i] <= '9' {
-			i++
+		for k := i; i < n && '0' <= p[i] && p[i] <= '9'; i++ {
+			if i-k == 4 {
+				i = skipDigits8(p, i)
+				break
+			}
 		}
 		if i == start {
 			return -1
@@ -305,8 +316,11 @@ func numberEnd(p []byte, i int) int {
 			i++
 		}
 		start := i
-		for i < n && '0' <= p[i] && p[i] <= '9' {
-			i++
+		for k := i; i < n && '0' <= p[i] && p[i] <= '9'; i++ {
+			if i-k == 4 {
+				i = skipDigits8(p, i)
+				break
+			}
 		}
 		if i == start {
 			return -1
@@ -314,6 +328,28 @@ func numberEnd(p []byte, i int) int {
 	}
 	if i >= n {
 		return -1
+	}
+	return i
+}
+
+// skipDigits8 returns the index of the first byte from p[i] on that is
+// not an ASCII digit (len(p) if none), eight bytes at a time: a byte b is
+// a digit when b&0xF0 and (b+6)&0xF0 are both 0x30 (adding 6 carries into
+// the next byte only from a byte that is no digit, so the first such byte
+// is found whatever follows it). The callers read the first four digits
+// of a run themselves: most runs (an index, a count) end there, and a
+// long one (a coordinate has 16 digits or so) is worth the call.
+func skipDigits8(p []byte, i int) int {
+	const high, zeros, sixes = 0xF0F0F0F0F0F0F0F0, 0x3030303030303030, 0x0606060606060606
+	for i+8 <= len(p) {
+		x := binary.LittleEndian.Uint64(p[i:])
+		if m := (x&high ^ zeros) | ((x+sixes)&high ^ zeros); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+		i += 8
+	}
+	for i < len(p) && '0' <= p[i] && p[i] <= '9' {
+		i++
 	}
 	return i
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -47,7 +49,11 @@ func TestJSONScanAgreesWithEncodingJSON(t *testing.T) {
 // tight loop) get encoding/json's verdict wherever the text is cut.
 func TestJSONScanNumberRuns(t *testing.T) {
 	var texts []string
-	for _, num := range []string{`0`, `-0`, `01`, `-`, `1.`, `1.5`, `.5`, `1e`, `1e+`, `1E-05`, `-12.5e3`, `+1`, `1x`, `0.0e0`, `12345678901234567890`} {
+	for _, num := range []string{`0`, `-0`, `01`, `-`, `1.`, `1.5`, `.5`, `1e`, `1e+`, `1E-05`, `-12.5e3`, `+1`, `1x`, `0.0e0`, `12345678901234567890`,
+		// Long runs, read eight digits at a time, ended by what is no digit
+		// at each place of an eight-byte word (':' and '/' border the
+		// digits; 0xFA and up would carry when 6 is added).
+		`1.2345678901234567`, `123456789012.5e-123456789`, `1234567:89`, `12345678/9`, "123456789\xfa1", "1.23456\xff789", `1.123456789012345x`} {
 		for _, form := range []string{`[[[X]]]`, `[[[1,X]]]`, `[[[X,2 ]]]`, `[[[X , 3]]]`, "[[[\tX\n]]]", `{"a":{"b":{"c":X,"d":[X,X]}}}`, `{"a":{"b":{"c":X}}}`, `[[[X}]]`, `{"a":{"b":{"c":X]}}`, `[[[X,]]]`, `[[[X,,1]]]`, `[[[X X]]]`, `[[[X"a"]]]`} {
 			texts = append(texts, strings.ReplaceAll(form, "X", num))
 		}
@@ -140,16 +146,35 @@ func firstInvalid(p []byte) int {
 // the atoms tool's (arrays of numbers, short strings), against
 // encoding/json.Valid on the whole and utf8.Valid.
 func BenchmarkJSONScan(b *testing.B) {
+	// Short numbers (indices, three-digit coordinates), and full-precision
+	// coordinates as a structure tool writes them (the atoms tool's
+	// positions): 40 MB of each.
+	for _, kind := range []string{"short", "floats"} {
+		b.Run(kind, func(b *testing.B) { benchmarkJSONScan(b, jsonScanBenchData(kind)) })
+	}
+}
+
+func jsonScanBenchData(kind string) []byte {
 	var buf bytes.Buffer
 	buf.WriteString(`{"jsonrpc":"2.0","id":7,"result":{"structuredContent":{"positions":[`)
+	rng := rand.New(rand.NewPCG(7, 7))
+	var num []byte
 	for i := 0; buf.Len() < 40e6; i++ {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		fmt.Fprintf(&buf, `[%d.%03d,-%d.%03d,%d.5e-3]`, i%97, i%1000, i%13, (i*7)%1000, i%11)
+		if kind == "short" {
+			fmt.Fprintf(&buf, `[%d.%03d,-%d.%03d,%d.5e-3]`, i%97, i%1000, i%13, (i*7)%1000, i%11)
+		} else {
+			num = strconv.AppendFloat(num[:0], rng.Float64()*80, 'g', -1, 64)
+			buf.Write(num)
+		}
 	}
 	buf.WriteString(`],"names":["O","H","H"]}}}`)
-	data := buf.Bytes()
+	return buf.Bytes()
+}
+
+func benchmarkJSONScan(b *testing.B, data []byte) {
 	b.Run("jsonScan", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		for b.Loop() {

@@ -192,6 +192,28 @@ func parseResultHead(p []byte) (id []byte, at int, ok bool) {
 // Write checks the next piece of the line and queues the result's bytes
 // in it for the page; then, while the page keeps up, waits for it
 // (keepPace).
+// streamPieceSize is the capacity of the buffers a stream's pieces are
+// read into (stdio's streamPiece).
+const streamPieceSize = 1 << 20
+
+// Piece gives the stdio reader a buffer for the next piece: one a tab
+// has finished with, else a new one (stdio.PieceSource). Reading into
+// the same few buffers spares each megabyte its page faults.
+func (st *resultStream) Piece() []byte {
+	if b, ok := st.c.t.b.pieces.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, streamPieceSize)
+}
+
+// recycle hands p's buffer back for Piece, once nothing refers to it.
+func (st *resultStream) recycle(p []byte) {
+	if cap(p) == streamPieceSize {
+		p = p[:0]
+		st.c.t.b.pieces.Put(&p)
+	}
+}
+
 func (st *resultStream) Write(p []byte) error {
 	if err := st.write(p); err != nil {
 		return err
@@ -309,7 +331,13 @@ func (st *resultStream) write(p []byte) error {
 		return errStreamStopped
 	}
 	st.result += int64(len(piece))
-	if !st.queue(piece, func() { st.pool.release(n) }) {
+	release := func() { st.pool.release(n) }
+	if len(piece) <= st.frameMost() {
+		// One frame: once it has left the queue (or was acknowledged)
+		// nothing refers to the buffer.
+		release = func() { st.pool.release(n); st.recycle(p) }
+	}
+	if !st.queue(piece, release) {
 		return errStreamStopped
 	}
 	return nil
@@ -346,7 +374,7 @@ func (st *resultStream) begin() bool {
 // release goes with the last.
 func (st *resultStream) queue(p []byte, release func()) bool {
 	t := st.c.t
-	most := max(int(t.b.opts.FrameLimit)-8, 1)
+	most := st.frameMost()
 	for len(p) > 0 {
 		n := min(len(p), most)
 		m := &outMsg{parts: [][]byte{p[:n]}, bin: true}
@@ -359,6 +387,12 @@ func (st *resultStream) queue(p []byte, release func()) bool {
 		p = p[n:]
 	}
 	return !t.isClosed()
+}
+
+// frameMost is the most bytes of the result a binary frame carries: the
+// frame limit less the 8 bytes of a number in a page session.
+func (st *resultStream) frameMost() int {
+	return max(int(st.c.t.b.opts.FrameLimit)-8, 1)
 }
 
 // End gives the message the SDK reads in the line's place: the call's

@@ -21,6 +21,13 @@ type LineSink interface {
 	End(size int64, over bool) []byte
 }
 
+// PieceSource is what a LineSink may also be: it gives the buffers the
+// pieces are read into (empty, of the capacity a piece may fill; one it
+// had back, say), instead of a new one of streamPiece bytes for each.
+type PieceSource interface {
+	Piece() []byte
+}
+
 const (
 	// streamPiece is the largest piece handed to a LineSink.
 	streamPiece = 1 << 20
@@ -40,6 +47,15 @@ func (m *msgReader) streamLine(sink LineSink) ([]byte, *oversize, error) {
 	m.pos, m.end = 0, 0
 	var piece []byte
 	var since time.Time
+	src, _ := sink.(PieceSource)
+	newPiece := func() []byte {
+		if src != nil {
+			if p := src.Piece(); cap(p) > 0 {
+				return p[:0]
+			}
+		}
+		return make([]byte, 0, streamPiece)
+	}
 	hand := func() {
 		if len(piece) > 0 && !stopped && sink.Write(piece) != nil {
 			stopped = true
@@ -52,7 +68,7 @@ func (m *msgReader) streamLine(sink LineSink) ([]byte, *oversize, error) {
 			dst = m.buf[:readChunk]
 		} else {
 			if piece == nil {
-				piece, since = make([]byte, 0, streamPiece), time.Now()
+				piece, since = newPiece(), time.Now()
 			}
 			// At most readChunk bytes at a time, so that the bytes after
 			// the newline fit back into the read buffer.

@@ -299,6 +299,7 @@ func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
 		closeAll(ends)
 		return nil, fail("%v", err)
 	}
+	growPipe(stdoutR)
 	c := &stdioConn{
 		t:        t,
 		stdin:    stdinW,

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -43,6 +44,7 @@ type Page struct {
 	binFrames int                  // guarded by mu; binary frames received
 	numbered  bool                 // owned by readLoop: a page session was granted: streamed frames lead with their number
 	lastN     uint64               // owned by readLoop: the number of the last streamed frame
+	large     int                  // owned by readLoop: the size of the largest message so far, and some (readMessage's hint)
 	streams   []StreamInfo         // guarded by mu; the streamed results received, in order
 	streaming int                  // guarded by mu; the bytes of the stream being received
 	nextChunk int                  // guarded by mu; ids of chunk sequences sent
@@ -52,9 +54,8 @@ type Page struct {
 type chunkSeq struct {
 	next, count, size int
 	buf               []byte
-	stream            bool      // a streamed result: frames until its end frame
-	pieces            [][]byte  // a streamed result's frames
-	bytes             int       // their bytes
+	stream            bool      // a streamed result: frames until its end frame; buf holds its bytes
+	bytes             int       // their number
 	first             time.Time // when its first binary frame came
 	head              time.Time // when its head came
 }
@@ -230,7 +231,24 @@ func (p *Page) readLoop() {
 		if gate != nil {
 			<-gate
 		}
-		typ, data, err := p.Conn.ReadMessage()
+		typ, r, err := p.Conn.NextReader()
+		var data []byte
+		var into *chunkSeq // the stream whose bytes data was read onto
+		if err == nil {
+			if s := p.bin; typ == websocket.BinaryMessage && s != nil && s.stream {
+				// A piece of the result being streamed: read straight onto
+				// the result's bytes, sized at first by the last large
+				// message.
+				if s.buf == nil {
+					s.buf = make([]byte, 0, p.large)
+				}
+				start := len(s.buf)
+				s.buf, err = readMessage(r, s.buf, p.large)
+				data, into = s.buf[start:], s
+			} else if data, err = readMessage(r, nil, p.large); len(data) > 64<<10 {
+				p.large = max(p.large, len(data)+4096)
+			}
+		}
 		p.mu.Lock()
 		if err != nil {
 			p.err = err
@@ -246,10 +264,10 @@ func (p *Page) readLoop() {
 			p.binFrames++
 		}
 		p.mu.Unlock()
-		if typ == websocket.BinaryMessage && p.bin != nil && p.bin.stream {
+		if s := into; s != nil {
 			// A piece of the result being streamed; in a page session it
 			// leads with its number (a resent one is dropped).
-			s := p.bin
+			start := len(s.buf) - len(data)
 			if p.numbered {
 				if len(data) < 8 {
 					p.fail(fmt.Errorf("a streamed frame of %d bytes, without its number", len(data)))
@@ -257,16 +275,17 @@ func (p *Page) readLoop() {
 				}
 				n := binary.BigEndian.Uint64(data)
 				if n <= p.lastN {
+					s.buf = s.buf[:start]
 					continue
 				}
-				p.lastN, data = n, data[8:]
+				p.lastN = n
+				s.buf = s.buf[:start+copy(s.buf[start:], data[8:])]
 			}
 			if s.first.IsZero() {
 				s.first = time.Now()
 			}
 			s.next++
-			s.pieces = append(s.pieces, data) // joined once at the end: a growing copy would slow the stream
-			s.bytes += len(data)
+			s.bytes = len(s.buf)
 			p.mu.Lock()
 			p.streaming = s.bytes
 			p.cond.Broadcast()
@@ -368,8 +387,34 @@ func (p *Page) streamFrame(m *Msg) error {
 	if f.Count != s.next || f.Size != s.bytes {
 		return fmt.Errorf("a streamed result of %d frames and %d bytes, its end says %d and %d", s.next, s.bytes, f.Count, f.Size)
 	}
-	p.deliver(parseMsg(bytes.Join(s.pieces, nil)))
+	p.large = max(p.large, len(s.buf)+4096)
+	p.deliver(parseMsg(s.buf))
 	return nil
+}
+
+// readMessage reads a message from r onto buf, growing it by doubling
+// (to at least hint once past 64 KiB: a page reading large results
+// expects the next to be as large as the last).
+func readMessage(r io.Reader, buf []byte, hint int) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			c := max(2*cap(buf), 512)
+			if cap(buf) >= 64<<10 {
+				c = max(c, hint)
+			}
+			grown := make([]byte, len(buf), c)
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // deliver keeps a whole message for Wait, or the error that it could not be
