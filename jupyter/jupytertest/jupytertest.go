@@ -321,8 +321,16 @@ func Start(t testing.TB, spec Spec) *Server {
 	}
 }
 
-// Stop stops the server's process group: SIGTERM, then SIGKILL after 10 s;
-// then SIGKILL to the group again, so nothing it started outlives it.
+// stopPatience is how long Stop waits for the server to shut down on
+// SIGINT before it kills it. Killed, the server leaves its runtime file
+// behind, which is what tells a bridge its parent has stopped: on two busy
+// cores (CI's race tests beside it) jupyter_server 1.23 once took more
+// than 10 s to shut down, and a test of that verdict failed.
+const stopPatience = 45 * time.Second
+
+// Stop stops the server's process group: SIGTERM, then SIGKILL after
+// stopPatience; then SIGKILL to the group again, so nothing it started
+// outlives it.
 func (s *Server) Stop() {
 	select {
 	case <-s.done:
@@ -330,7 +338,7 @@ func (s *Server) Stop() {
 		child.Interrupt(s.Cmd.Process)
 		select {
 		case <-s.done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(stopPatience):
 			child.KillGroup(s.Cmd.Process)
 			<-s.done
 		}
