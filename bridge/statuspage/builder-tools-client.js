@@ -72,6 +72,12 @@ export class BridgeError extends Error {
   }
 }
 
+// isOpen: ws can send (readyState OPEN); a closing socket drops what it
+// is sent, and the browser logs an error for each such send.
+function isOpen(ws) {
+  return !!ws && ws.readyState === 1;
+}
+
 function str(v) {
   if (v === undefined || v === null) return '';
   return typeof v === 'string' ? v : JSON.stringify(v);
@@ -332,7 +338,9 @@ class Bridge {
     if (this._ackTimer !== null) return;
     this._ackTimer = setTimeout(() => {
       this._ackTimer = null;
-      if (this._ready && this._ws && this._session) {
+      // A socket the bridge is closing takes nothing (the browser would
+      // log an error for the send); the next socket's resume says the same.
+      if (this._ready && this._session && isOpen(this._ws)) {
         try { this._ws.send(JSON.stringify({ type: 'tools:ack', n: this._lastSeq })); } catch (e) { /* the socket is going */ }
       }
     }, ACK_DELAY_MS);
@@ -480,6 +488,13 @@ class Bridge {
       this._unconfirmed.push({ n, msg });
       const p = this._pending.get(msg.type + '#' + msg.id);
       if (p) p.n = n;
+    }
+    // A closing socket drops what it is sent (and the browser logs an
+    // error): in a page session the message is resent after the resume
+    // (unconfirmed, above); without one, the request fails now.
+    if (ws && ws.readyState > 1) {
+      if (this._session) return;
+      throw new Error('the socket is closing');
     }
     const text = JSON.stringify(msg);
     if (text.length * 3 <= FRAME_BUDGET) {
@@ -816,7 +831,7 @@ class Bridge {
   async close() {
     if (this._closed) return;
     const ws = this._ws;
-    if (ws && this._ready && this._session) {
+    if (isOpen(ws) && this._ready && this._session) {
       for (const [k, p] of this._pending) {
         if (k.startsWith('tools:call#') || k.startsWith('tools:connect#')) {
           try { ws.send(JSON.stringify({ type: 'tools:cancel', id: p.id })); } catch (e) { /* closing */ }
