@@ -727,9 +727,19 @@ func (s *sseTap) flush(ev sseEvent) {
 		data = s.tap.incomingHeld(data, held) // the reservation goes with it
 	}
 	if hasData {
-		s.out.WriteString("data: ")
-		s.out.Write(data)
-		s.out.WriteByte('\n')
+		// Each line of the data behind its own "data: " (data joined from
+		// several lines holds newlines; a line without the prefix would be
+		// another field, or a comment).
+		for {
+			line, rest, more := bytes.Cut(data, []byte{'\n'})
+			s.out.WriteString("data: ")
+			s.out.Write(line)
+			s.out.WriteByte('\n')
+			if !more {
+				break
+			}
+			data = rest
+		}
 	}
 	s.out.WriteByte('\n')
 }

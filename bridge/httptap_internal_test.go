@@ -98,6 +98,7 @@ func FuzzEventStream(f *testing.F) {
 		"id: " + strings.Repeat("z", 5000) + "\n",
 		"data: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":\"" + strings.Repeat("x", 300) + "\"}\n\n",
 		"retry: 10\r\nevent: message\r\ndata: 1\r\n\r\n",
+		"data:\ndata::\n\n", // data joined from lines: each goes back behind its own data:
 	} {
 		f.Add([]byte(s), true)
 	}
