@@ -189,13 +189,6 @@ func parseResultHead(p []byte) (id []byte, at int, ok bool) {
 	}
 }
 
-// Write checks the next piece of the line and queues the result's bytes
-// in it for the page; then, while the page keeps up, waits for it
-// (keepPace).
-// streamPieceSize is the capacity of the buffers a stream's pieces are
-// read into (stdio's streamPiece).
-const streamPieceSize = 1 << 20
-
 // Piece gives the stdio reader a buffer for the next piece: one a tab
 // has finished with, else a new one (stdio.PieceSource). Reading into
 // the same few buffers spares each megabyte its page faults.
@@ -203,17 +196,20 @@ func (st *resultStream) Piece() []byte {
 	if b, ok := st.c.t.b.pieces.Get().(*[]byte); ok {
 		return (*b)[:0]
 	}
-	return make([]byte, 0, streamPieceSize)
+	return make([]byte, 0, stdio.PieceSize)
 }
 
 // recycle hands p's buffer back for Piece, once nothing refers to it.
 func (st *resultStream) recycle(p []byte) {
-	if cap(p) == streamPieceSize {
+	if cap(p) == stdio.PieceSize {
 		p = p[:0]
 		st.c.t.b.pieces.Put(&p)
 	}
 }
 
+// Write checks the next piece of the line and queues the result's bytes
+// in it for the page; then, while the page keeps up, waits for it
+// (keepPace).
 func (st *resultStream) Write(p []byte) error {
 	if err := st.write(p); err != nil {
 		return err

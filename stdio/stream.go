@@ -23,14 +23,15 @@ type LineSink interface {
 
 // PieceSource is what a LineSink may also be: it gives the buffers the
 // pieces are read into (empty, of the capacity a piece may fill; one it
-// had back, say), instead of a new one of streamPiece bytes for each.
+// had back, say), instead of a new one of PieceSize bytes for each.
 type PieceSource interface {
 	Piece() []byte
 }
 
 const (
-	// streamPiece is the largest piece handed to a LineSink.
-	streamPiece = 1 << 20
+	// PieceSize is the largest piece handed to a LineSink, and the
+	// capacity of the buffers it is read into.
+	PieceSize = 1 << 20
 	// streamFlush is how long a piece may wait to fill: a server that
 	// writes slowly still has its bytes passed on.
 	streamFlush = 20 * time.Millisecond
@@ -54,7 +55,7 @@ func (m *msgReader) streamLine(sink LineSink) ([]byte, *oversize, error) {
 				return p[:0]
 			}
 		}
-		return make([]byte, 0, streamPiece)
+		return make([]byte, 0, PieceSize)
 	}
 	hand := func() {
 		if len(piece) > 0 && !stopped && sink.Write(piece) != nil {

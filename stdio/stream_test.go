@@ -88,7 +88,7 @@ func TestStreamLine(t *testing.T) {
 					t.Errorf("%d bytes handed over past the limit of %d", len(joined), tc.max)
 				}
 			case tc.stopAt > 0:
-				if len(joined) < tc.stopAt || len(joined) > tc.stopAt+streamPiece {
+				if len(joined) < tc.stopAt || len(joined) > tc.stopAt+PieceSize {
 					t.Errorf("%d bytes handed over, the sink stopped at %d", len(joined), tc.stopAt)
 				}
 			default:
@@ -97,7 +97,7 @@ func TestStreamLine(t *testing.T) {
 				}
 			}
 			for _, p := range sink.pieces {
-				if len(p) > streamPiece {
+				if len(p) > PieceSize {
 					t.Errorf("a piece of %d bytes", len(p))
 				}
 			}

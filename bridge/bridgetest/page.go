@@ -55,7 +55,6 @@ type chunkSeq struct {
 	next, count, size int
 	buf               []byte
 	stream            bool      // a streamed result: frames until its end frame; buf holds its bytes
-	bytes             int       // their number
 	first             time.Time // when its first binary frame came
 	head              time.Time // when its head came
 }
@@ -285,9 +284,8 @@ func (p *Page) readLoop() {
 				s.first = time.Now()
 			}
 			s.next++
-			s.bytes = len(s.buf)
 			p.mu.Lock()
-			p.streaming = s.bytes
+			p.streaming = len(s.buf)
 			p.cond.Broadcast()
 			p.mu.Unlock()
 			continue
@@ -379,13 +377,13 @@ func (p *Page) streamFrame(m *Msg) error {
 	p.bin = nil
 	p.mu.Lock()
 	p.streaming = 0
-	p.streams = append(p.streams, StreamInfo{Head: s.head, FirstFrame: s.first, End: time.Now(), Frames: s.next, Bytes: s.bytes, OK: f.OK})
+	p.streams = append(p.streams, StreamInfo{Head: s.head, FirstFrame: s.first, End: time.Now(), Frames: s.next, Bytes: len(s.buf), OK: f.OK})
 	p.mu.Unlock()
 	if !f.OK {
 		return nil // the call's error follows
 	}
-	if f.Count != s.next || f.Size != s.bytes {
-		return fmt.Errorf("a streamed result of %d frames and %d bytes, its end says %d and %d", s.next, s.bytes, f.Count, f.Size)
+	if f.Count != s.next || f.Size != len(s.buf) {
+		return fmt.Errorf("a streamed result of %d frames and %d bytes, its end says %d and %d", s.next, len(s.buf), f.Count, f.Size)
 	}
 	p.large = max(p.large, len(s.buf)+4096)
 	p.deliver(parseMsg(s.buf))

@@ -89,15 +89,23 @@ func plainWS(fixture string) int {
 // jupyter_server_config.json cfg: exe serving fixture.
 func withPlainWS(t testing.TB, cfg, exe, fixture string) string {
 	t.Helper()
+	return withProxyServer(t, cfg, "plainws", map[string]any{
+		"command":     []string{exe, "-test.run=^$", "--port={port}"},
+		"environment": map[string]string{plainWSEnv: fixture},
+		"timeout":     30,
+	})
+}
+
+// withProxyServer adds to the Jupyter configuration cfg (JSON, with
+// ServerProxy.servers) the jupyter-server-proxy server name, registered
+// as reg.
+func withProxyServer(t testing.TB, cfg, name string, reg any) string {
+	t.Helper()
 	var c map[string]map[string]map[string]any
 	if err := json.Unmarshal([]byte(cfg), &c); err != nil {
 		t.Fatal(err)
 	}
-	c["ServerProxy"]["servers"]["plainws"] = map[string]any{
-		"command":     []string{exe, "-test.run=^$", "--port={port}"},
-		"environment": map[string]string{plainWSEnv: fixture},
-		"timeout":     30,
-	}
+	c["ServerProxy"]["servers"][name] = reg
 	out, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		t.Fatal(err)

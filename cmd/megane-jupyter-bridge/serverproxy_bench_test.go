@@ -295,16 +295,7 @@ const oldBridgeEnv = "MEGANE_BENCH_OLD_BRIDGE"
 // it), under the name megane-old: it reads the same MeganeBuilderTools.
 func withOldBridge(t testing.TB, cfg, old string) string {
 	t.Helper()
-	var c map[string]map[string]map[string]any
-	if err := json.Unmarshal([]byte(cfg), &c); err != nil {
-		t.Fatal(err)
-	}
-	c["ServerProxy"]["servers"]["megane-old"] = jupyter.Registration(old, "", false)
-	out, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(out)
+	return withProxyServer(t, cfg, "megane-old", jupyter.Registration(old, "", false))
 }
 
 // atomsFixture asks a bridgetest server (exe) for the atoms result with n
